@@ -1,0 +1,59 @@
+"""Deciding what a body is: JSON to parse, or bytes to keep as they are."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qsl, urlsplit
+
+from ._headers import Headers
+from ._seam import JSONValue, RequestBody
+
+__all__ = ["decode_body", "encode_json", "is_json_type", "wants_stream"]
+
+_STREAM_TYPES = ("text/event-stream", "application/x-ndjson", "application/jsonl")
+
+
+def is_json_type(content_type: str) -> bool:
+    """True for ``application/json`` and ``application/*+json`` media types."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+def decode_body(headers: Headers, content: bytes) -> RequestBody:
+    """Parse ``content`` when the headers say JSON and it parses; otherwise keep the bytes.
+
+    An empty body is ``None`` only when it was declared JSON; otherwise it stays ``b""``, so
+    nothing is invented on the way back out.
+    """
+    if not is_json_type(headers.get("content-type", "")):
+        return content
+    if not content:
+        return content
+    try:
+        value: JSONValue = json.loads(content)
+    except (ValueError, UnicodeDecodeError):
+        return content
+    return value
+
+
+def encode_json(value: JSONValue) -> bytes:
+    """Encode a parsed body exactly as ``httpx`` encodes ``json=``: compact, UTF-8, no NaN."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def wants_stream(url: str, headers: Headers, body: RequestBody) -> bool:
+    """Whether a request asks for a streamed answer, from what the request itself says.
+
+    True when the JSON body has ``"stream": true`` (OpenAI, Anthropic, Ollama), when the
+    ``Accept`` header names an event-stream or NDJSON type, or when the query has ``alt=sse``
+    (Gemini).
+    """
+    if isinstance(body, dict) and body.get("stream") is True:
+        return True
+    accept = headers.get("accept", "").lower()
+    if any(kind in accept for kind in _STREAM_TYPES):
+        return True
+    query = urlsplit(url).query
+    return bool(query) and ("alt", "sse") in parse_qsl(query)

@@ -1,0 +1,171 @@
+"""The http bridge: any httpx or httpx2 client becomes a caller of the seam.
+
+One class serves both libraries and both flavours. It only translates: the library request
+becomes a :class:`TransportRequest`, the seam answers, and the :class:`TransportResponse`
+becomes a library response whose byte stream yields each chunk when the seam yields it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from types import ModuleType
+from typing import Any
+
+from . import _compat
+from ._bodies import decode_body, encode_json, wants_stream
+from ._errors import TransportError
+from ._headers import Headers
+from ._seam import (
+    AsyncByteStream,
+    AsyncTransport,
+    ByteStream,
+    Transport,
+    TransportRequest,
+    TransportResponse,
+    acall,
+    call,
+)
+
+__all__ = ["HTTPBridge"]
+
+
+class _SyncPull(_compat.SyncStreamBase):
+    """A library byte stream that pulls from a seam ByteStream, one chunk at a time."""
+
+    def __init__(self, stream: ByteStream, lib: ModuleType, request: Any) -> None:
+        self._stream = stream
+        self._lib = lib
+        self._request = request
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self._stream
+        except TransportError as exc:
+            raise _compat.to_library_error(self._lib, exc, self._request) from exc
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+class _AsyncPull(_compat.AsyncStreamBase):
+    """The async mirror of :class:`_SyncPull`."""
+
+    def __init__(self, stream: AsyncByteStream, lib: ModuleType, request: Any) -> None:
+        self._stream = stream
+        self._lib = lib
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._stream:
+                yield chunk
+        except TransportError as exc:
+            raise _compat.to_library_error(self._lib, exc, self._request) from exc
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+def _seam_request(lib_request: Any, content: bytes) -> TransportRequest:
+    headers = Headers(lib_request.headers.multi_items())
+    url = str(lib_request.url)
+    body = decode_body(headers, content)
+    timeout = lib_request.extensions.get("timeout", {}).get("read")
+    return TransportRequest(
+        method=lib_request.method,
+        url=url,
+        headers=headers,
+        body=body,
+        stream=wants_stream(url, headers, body),
+        content=content,
+        timeout=timeout,
+    )
+
+
+def _fixed_body(response: TransportResponse) -> tuple[Headers, bytes]:
+    """Headers and bytes for a response whose body is not a stream."""
+    headers = response.headers
+    if isinstance(response.body, bytes):
+        content = response.body
+    else:
+        content = encode_json(response.body)  # type: ignore[arg-type]
+        if "content-type" not in headers:
+            headers = headers.with_value("content-type", "application/json")
+    return headers.with_value("content-length", str(len(content))), content
+
+
+class HTTPBridge(_compat.SyncTransportBase, _compat.AsyncTransportBase):
+    """An httpx/httpx2 transport that serves every request from a seam Transport.
+
+    >>> client = httpx2.Client(transport=HTTPBridge(my_transport))
+
+    Give ``transport`` for sync clients and ``async_transport`` for async ones (or both). The
+    response streams chunk by chunk as the seam yields; nothing is buffered.
+    """
+
+    def __init__(
+        self,
+        transport: Transport | None = None,
+        *,
+        async_transport: AsyncTransport | None = None,
+    ) -> None:
+        if transport is None and async_transport is None:
+            raise TypeError("HTTPBridge needs a transport=, an async_transport=, or both")
+        self._transport = transport
+        self._async_transport = async_transport
+
+    def handle_request(self, request: Any) -> Any:
+        if self._transport is None:
+            raise TypeError(
+                "this HTTPBridge has only an async_transport, and a sync client sent "
+                f"{request.method} {request.url}; pass transport= as well"
+            )
+        lib = _compat.library_of(request)
+        seam_request = _seam_request(request, request.read())
+        try:
+            response = call(self._transport, seam_request)
+        except TransportError as exc:
+            raise _compat.to_library_error(lib, exc, request) from exc
+        if isinstance(response.body, ByteStream):
+            stream = _SyncPull(response.body, lib, request)
+            headers = response.headers.without("content-length")
+            return lib.Response(
+                response.status, headers=headers.multi_items(), stream=stream, request=request
+            )
+        headers, content = _fixed_body(response)
+        return lib.Response(
+            response.status, headers=headers.multi_items(), content=content, request=request
+        )
+
+    async def handle_async_request(self, request: Any) -> Any:
+        if self._async_transport is None:
+            raise TypeError(
+                "this HTTPBridge has only a sync transport, and an async client sent "
+                f"{request.method} {request.url}; pass async_transport= as well"
+            )
+        lib = _compat.library_of(request)
+        seam_request = _seam_request(request, await request.aread())
+        try:
+            response = await acall(self._async_transport, seam_request)
+        except TransportError as exc:
+            raise _compat.to_library_error(lib, exc, request) from exc
+        if isinstance(response.body, AsyncByteStream):
+            stream = _AsyncPull(response.body, lib, request)
+            headers = response.headers.without("content-length")
+            return lib.Response(
+                response.status, headers=headers.multi_items(), stream=stream, request=request
+            )
+        headers, content = _fixed_body(response)
+        return lib.Response(
+            response.status, headers=headers.multi_items(), content=content, request=request
+        )
+
+    def close(self) -> None:
+        close = getattr(self._transport, "close", None)
+        if callable(close):
+            close()
+
+    async def aclose(self) -> None:
+        aclose = getattr(self._async_transport, "aclose", None)
+        if callable(aclose):
+            await aclose()

@@ -1,0 +1,112 @@
+"""The error vocabulary of the seam: one base class, and a type per kind of failure.
+
+Transport failures are values with a kind, not httpx exceptions, so a client written against the
+seam never imports httpx. The http bridge turns each one back into the matching httpx or httpx2
+exception for SDK code.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConnectError",
+    "ConnectTimeout",
+    "ContractError",
+    "PoolTimeout",
+    "ReadError",
+    "ReadTimeout",
+    "RemoteProtocolError",
+    "ToolnexusError",
+    "TransportCancelled",
+    "TransportError",
+    "WriteError",
+    "WriteTimeout",
+]
+
+
+class ToolnexusError(Exception):
+    """Base class of every error pytest-toolnexus raises on purpose."""
+
+
+class ContractError(ToolnexusError):
+    """A Transport broke a rule of the seam (see docs/transport.md)."""
+
+
+class TransportError(ToolnexusError):
+    """The request could not be completed: no status, or a body cut short.
+
+    ``kind`` names the failure in the cassette format and maps onto the httpx exception of
+    the same name.
+    """
+
+    kind = "TransportError"
+
+
+class ConnectError(TransportError):
+    """The connection could not be opened (refused, reset, or a failed name lookup)."""
+
+    kind = "ConnectError"
+
+
+class ConnectTimeout(TransportError):
+    """Opening the connection took longer than the timeout."""
+
+    kind = "ConnectTimeout"
+
+
+class ReadTimeout(TransportError):
+    """No bytes arrived from the server within the timeout."""
+
+    kind = "ReadTimeout"
+
+
+class WriteTimeout(TransportError):
+    """The request could not be sent within the timeout."""
+
+    kind = "WriteTimeout"
+
+
+class PoolTimeout(TransportError):
+    """No connection became free within the timeout."""
+
+    kind = "PoolTimeout"
+
+
+class ReadError(TransportError):
+    """Reading from the connection failed (for example a reset mid-body)."""
+
+    kind = "ReadError"
+
+
+class WriteError(TransportError):
+    """Sending the request failed."""
+
+    kind = "WriteError"
+
+
+class RemoteProtocolError(TransportError):
+    """The peer broke HTTP, for example by closing the connection halfway through a body."""
+
+    kind = "RemoteProtocolError"
+
+
+class TransportCancelled(TransportError):
+    """The request's cancellation token fired; the transport stopped and released the connection."""
+
+    kind = "TransportCancelled"
+
+
+ERROR_KINDS: dict[str, type[TransportError]] = {
+    cls.kind: cls
+    for cls in (
+        TransportError,
+        ConnectError,
+        ConnectTimeout,
+        ReadTimeout,
+        WriteTimeout,
+        PoolTimeout,
+        ReadError,
+        WriteError,
+        RemoteProtocolError,
+        TransportCancelled,
+    )
+}

@@ -1,0 +1,105 @@
+"""Case-insensitive, ordered, multi-value HTTP headers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Final, final
+
+__all__ = ["Headers", "HeadersInput"]
+
+HeadersInput = (
+    "Headers | Mapping[str, str] | Iterable[tuple[str, str]] | Iterable[tuple[bytes, bytes]] | None"
+)
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode("latin-1") if isinstance(value, bytes) else value
+
+
+@final
+class Headers(Mapping[str, str]):
+    """Immutable HTTP headers.
+
+    Lookup ignores case: ``headers["retry-after"]`` and ``headers["Retry-After"]`` are the same.
+    Every value of a repeated name is kept, in order (``get_list("set-cookie")``). Reading a
+    repeated name through the mapping interface joins the values with ``", "``, as httpx does.
+    """
+
+    __slots__ = ("_index", "_items")
+
+    def __init__(
+        self,
+        headers: Headers
+        | Mapping[str, str]
+        | Iterable[tuple[str, str]]
+        | Iterable[tuple[bytes, bytes]]
+        | None = None,
+    ) -> None:
+        items: list[tuple[str, str]]
+        if headers is None:
+            items = []
+        elif isinstance(headers, Headers):
+            items = list(headers._items)
+        elif isinstance(headers, Mapping):
+            items = [(_text(k), _text(v)) for k, v in headers.items()]
+        else:
+            items = [(_text(k), _text(v)) for k, v in headers]
+        for name, value in items:
+            if not isinstance(name, str) or not isinstance(value, str):
+                raise TypeError(
+                    f"header names and values must be str or bytes, got {name!r}: {value!r}"
+                )
+        self._items: Final[tuple[tuple[str, str], ...]] = tuple(items)
+        index: dict[str, list[str]] = {}
+        for name, value in self._items:
+            index.setdefault(name.lower(), []).append(value)
+        self._index: Final[dict[str, list[str]]] = index
+
+    def __getitem__(self, name: str) -> str:
+        return ", ".join(self._index[name.lower()])
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        seen: set[str] = set()
+        for name, _ in self._items:
+            key = name.lower()
+            if key not in seen:
+                seen.add(key)
+                yield name
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Headers):
+            return sorted((k.lower(), v) for k, v in self._items) == sorted(
+                (k.lower(), v) for k, v in other._items
+            )
+        if isinstance(other, Mapping):
+            return self == Headers(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted((k.lower(), v) for k, v in self._items)))
+
+    def __repr__(self) -> str:
+        return f"Headers({list(self._items)!r})"
+
+    def get_list(self, name: str) -> list[str]:
+        """Every value sent under ``name``, in order; an empty list when there is none."""
+        return list(self._index.get(name.lower(), ()))
+
+    def multi_items(self) -> list[tuple[str, str]]:
+        """All ``(name, value)`` pairs in wire order, names spelled as they were received."""
+        return list(self._items)
+
+    def without(self, *names: str) -> Headers:
+        """A copy with every value of each of ``names`` removed."""
+        drop = {n.lower() for n in names}
+        return Headers([(k, v) for k, v in self._items if k.lower() not in drop])
+
+    def with_value(self, name: str, value: str) -> Headers:
+        """A copy in which ``name`` has exactly one value, ``value``."""
+        return Headers([*self.without(name)._items, (name, value)])

@@ -1,0 +1,223 @@
+"""The live default transport: the seam over a real httpx (or httpx2) connection.
+
+With nothing installed this is what runs, and it puts exactly the bytes on the wire that a plain
+``httpx.Client`` would: a parsed body is encoded by httpx itself (``json=``), and a request that
+already carries encoded ``content`` is sent byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from types import ModuleType
+from typing import Any
+
+import httpx
+
+from . import _compat
+from ._bodies import decode_body
+from ._errors import TransportCancelled, TransportError
+from ._headers import Headers
+from ._seam import AsyncByteStream, ByteStream, TransportRequest, TransportResponse
+
+__all__ = ["AsyncLiveTransport", "LiveTransport"]
+
+# Headers that describe the wire form of a body this transport hands over decoded.
+_WIRE_HEADERS = ("content-encoding", "content-length", "transfer-encoding")
+
+
+def _timeout_extension(request: TransportRequest) -> dict[str, Any]:
+    if request.timeout is None:
+        return {}
+    value = request.timeout
+    return {"timeout": {"connect": value, "read": value, "write": value, "pool": value}}
+
+
+def _build(lib: ModuleType, request: TransportRequest, client: Any | None) -> Any:
+    """The library request for ``request``: via the client when there is one, so that its
+    defaults (headers, base URL, cookies) apply exactly as for a direct call."""
+    headers = request.headers.multi_items()
+    kwargs: dict[str, Any] = {"headers": headers}
+    if request.content is not None:
+        kwargs["content"] = request.content
+    elif isinstance(request.body, bytes):
+        kwargs["content"] = request.body
+    elif request.body is not None:
+        kwargs["json"] = request.body
+    if client is not None:
+        if request.timeout is not None:
+            kwargs["timeout"] = request.timeout
+        return client.build_request(request.method, request.url, **kwargs)
+    extensions = _timeout_extension(request)
+    return lib.Request(request.method, request.url, extensions=extensions, **kwargs)
+
+
+def _seam_headers(lib_response: Any) -> Headers:
+    return Headers(lib_response.headers.multi_items()).without(*_WIRE_HEADERS)
+
+
+def _parsed_or_bytes(lib_response: Any, content: bytes) -> TransportResponse:
+    headers = _seam_headers(lib_response)
+    return TransportResponse(lib_response.status_code, headers, decode_body(headers, content))
+
+
+class _Cancellation:
+    """Ties a request's token to an open response: cancelling shuts the socket at once."""
+
+    def __init__(self, request: TransportRequest, lib_response: Any) -> None:
+        self.token = request.cancel
+        self._unregister = (
+            self.token.on_cancel(lambda: _compat.abort_connection(lib_response))
+            if self.token is not None
+            else None
+        )
+
+    def error_for(self, exc: BaseException) -> TransportError:
+        if self.token is not None and self.token.cancelled:
+            return TransportCancelled(f"request cancelled: {self.token.reason}")
+        return _compat.to_seam_error(exc)
+
+    def check(self) -> None:
+        if self.token is not None:
+            self.token.raise_if_cancelled()
+
+    def release(self) -> None:
+        if self._unregister is not None:
+            self._unregister()
+            self._unregister = None
+
+
+class LiveTransport:
+    """A sync seam :class:`~pytest_toolnexus.Transport` that talks to the network.
+
+    ``LiveTransport()`` owns a plain ``httpx.Client``. Pass ``client=`` to send through your
+    own client (httpx or httpx2), or ``transport=`` to send through an httpx/httpx2 transport
+    directly, as the pytest plugin does with a client's original transport.
+    """
+
+    def __init__(self, client: Any | None = None, *, transport: Any | None = None) -> None:
+        if client is not None and transport is not None:
+            raise TypeError("pass client= or transport=, not both")
+        self._owns_client = client is None and transport is None
+        self._client: Any | None = httpx.Client() if self._owns_client else client
+        self._transport = transport
+        target = transport if transport is not None else self._client
+        self._lib = _compat.library_of(target)
+
+    def __call__(self, request: TransportRequest) -> TransportResponse:
+        if request.cancel is not None:
+            request.cancel.raise_if_cancelled()
+        lib = self._lib
+        lib_request = _build(lib, request, self._client)
+        try:
+            if self._transport is not None:
+                lib_response = self._transport.handle_request(lib_request)
+                lib_response.request = lib_request
+            else:
+                assert self._client is not None
+                lib_response = self._client.send(lib_request, stream=True)
+        except lib.TransportError as exc:
+            raise _compat.to_seam_error(exc) from exc
+        cancellation = _Cancellation(request, lib_response)
+        if request.stream:
+            return TransportResponse(
+                lib_response.status_code,
+                _seam_headers(lib_response),
+                ByteStream(self._chunks(lib, lib_response, cancellation)),
+            )
+        try:
+            content = b"".join(self._chunks(lib, lib_response, cancellation))
+        finally:
+            lib_response.close()
+        return _parsed_or_bytes(lib_response, content)
+
+    @staticmethod
+    def _chunks(lib: ModuleType, lib_response: Any, cancellation: _Cancellation) -> Iterator[bytes]:
+        try:
+            cancellation.check()
+            for chunk in lib_response.iter_bytes():
+                cancellation.check()
+                yield chunk
+            cancellation.check()
+        except lib.TransportError as exc:
+            raise cancellation.error_for(exc) from exc
+        finally:
+            cancellation.release()
+            lib_response.close()
+
+    def close(self) -> None:
+        """Close the client this transport created (never one that was passed in)."""
+        if self._owns_client and self._client is not None:
+            self._client.close()
+
+    def __enter__(self) -> LiveTransport:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class AsyncLiveTransport:
+    """The async mirror of :class:`LiveTransport`, over ``httpx.AsyncClient``."""
+
+    def __init__(self, client: Any | None = None, *, transport: Any | None = None) -> None:
+        if client is not None and transport is not None:
+            raise TypeError("pass client= or transport=, not both")
+        self._owns_client = client is None and transport is None
+        self._client: Any | None = httpx.AsyncClient() if self._owns_client else client
+        self._transport = transport
+        target = transport if transport is not None else self._client
+        self._lib = _compat.library_of(target)
+
+    async def __call__(self, request: TransportRequest) -> TransportResponse:
+        if request.cancel is not None:
+            request.cancel.raise_if_cancelled()
+        lib = self._lib
+        lib_request = _build(lib, request, self._client)
+        try:
+            if self._transport is not None:
+                lib_response = await self._transport.handle_async_request(lib_request)
+                lib_response.request = lib_request
+            else:
+                assert self._client is not None
+                lib_response = await self._client.send(lib_request, stream=True)
+        except lib.TransportError as exc:
+            raise _compat.to_seam_error(exc) from exc
+        cancellation = _Cancellation(request, lib_response)
+        if request.stream:
+            return TransportResponse(
+                lib_response.status_code,
+                _seam_headers(lib_response),
+                AsyncByteStream(self._chunks(lib, lib_response, cancellation)),
+            )
+        try:
+            content = b"".join([c async for c in self._chunks(lib, lib_response, cancellation)])
+        finally:
+            await lib_response.aclose()
+        return _parsed_or_bytes(lib_response, content)
+
+    @staticmethod
+    async def _chunks(
+        lib: ModuleType, lib_response: Any, cancellation: _Cancellation
+    ) -> AsyncIterator[bytes]:
+        try:
+            cancellation.check()
+            async for chunk in lib_response.aiter_bytes():
+                cancellation.check()
+                yield chunk
+            cancellation.check()
+        except lib.TransportError as exc:
+            raise cancellation.error_for(exc) from exc
+        finally:
+            cancellation.release()
+            await lib_response.aclose()
+
+    async def aclose(self) -> None:
+        """Close the client this transport created (never one that was passed in)."""
+        if self._owns_client and self._client is not None:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> AsyncLiveTransport:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
