@@ -24,8 +24,8 @@ def is_json_type(content_type: str) -> bool:
 def decode_body(headers: Headers, content: bytes) -> RequestBody:
     """Parse ``content`` when the headers say JSON and it parses; otherwise keep the bytes.
 
-    An empty body is ``None`` only when it was declared JSON; otherwise it stays ``b""``, so
-    nothing is invented on the way back out.
+    An empty body stays ``b""`` even when it was declared JSON, so nothing is invented on the
+    way back out.
     """
     if not is_json_type(headers.get("content-type", "")):
         return content

@@ -82,9 +82,12 @@ def abort_connection(response: Any) -> None:
     if stream is None:
         return
     sock = stream.get_extra_info("socket")
-    if isinstance(sock, socket.socket):
+    # Under asyncio this is an asyncio.TransportSocket, which is not a socket.socket but has
+    # shutdown(); the event loop then sees end-of-file on the read it is waiting for.
+    shutdown = getattr(sock, "shutdown", None)
+    if callable(shutdown):
         with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
+            shutdown(socket.SHUT_RDWR)
 
 
 def to_seam_error(exc: BaseException) -> TransportError:

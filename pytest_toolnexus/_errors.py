@@ -8,6 +8,11 @@ exception for SDK code.
 from __future__ import annotations
 
 __all__ = [
+    "CassetteError",
+    "CassetteFormatError",
+    "CassetteMissError",
+    "CassetteNotFoundError",
+    "CassetteVersionError",
     "ConnectError",
     "ConnectTimeout",
     "ContractError",
@@ -15,6 +20,7 @@ __all__ = [
     "ReadError",
     "ReadTimeout",
     "RemoteProtocolError",
+    "ReplayError",
     "ToolnexusError",
     "TransportCancelled",
     "TransportError",
@@ -110,3 +116,31 @@ ERROR_KINDS: dict[str, type[TransportError]] = {
         TransportCancelled,
     )
 }
+
+
+class CassetteError(ToolnexusError):
+    """A cassette file could not be used. ``path`` names the file."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class CassetteNotFoundError(CassetteError):
+    """Replay needed a cassette file that does not exist."""
+
+
+class CassetteFormatError(CassetteError):
+    """The file is truncated, corrupt, or not a pytest-toolnexus cassette."""
+
+
+class CassetteVersionError(CassetteError):
+    """The cassette was written by a newer format version than this library reads."""
+
+
+class CassetteMissError(ToolnexusError):
+    """A request had no unplayed match in the cassette, and the record mode forbids recording."""
+
+
+class ReplayError(ToolnexusError):
+    """A recorded interaction could not be replayed as the client asked for it."""

@@ -41,7 +41,11 @@ class Headers(Mapping[str, str]):
         elif isinstance(headers, Headers):
             items = list(headers._items)
         elif isinstance(headers, Mapping):
-            items = [(_text(k), _text(v)) for k, v in headers.items()]
+            # An httpx/httpx2 Headers is a Mapping whose items() joins repeated names; its
+            # multi_items() keeps every value (two set-cookie headers stay two).
+            multi_items = getattr(headers, "multi_items", None)
+            pairs = multi_items() if callable(multi_items) else headers.items()
+            items = [(_text(k), _text(v)) for k, v in pairs]
         else:
             items = [(_text(k), _text(v)) for k, v in headers]
         for name, value in items:

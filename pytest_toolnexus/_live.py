@@ -119,10 +119,16 @@ class LiveTransport:
             raise _compat.to_seam_error(exc) from exc
         cancellation = _Cancellation(request, lib_response)
         if request.stream:
+            # Closing a generator that never started skips its ``finally``, so a stream closed
+            # unread must release the connection itself.
+            def close() -> None:
+                cancellation.release()
+                lib_response.close()
+
             return TransportResponse(
                 lib_response.status_code,
                 _seam_headers(lib_response),
-                ByteStream(self._chunks(lib, lib_response, cancellation)),
+                ByteStream(self._chunks(lib, lib_response, cancellation), close=close),
             )
         try:
             content = b"".join(self._chunks(lib, lib_response, cancellation))
@@ -184,10 +190,15 @@ class AsyncLiveTransport:
             raise _compat.to_seam_error(exc) from exc
         cancellation = _Cancellation(request, lib_response)
         if request.stream:
+
+            async def aclose() -> None:
+                cancellation.release()
+                await lib_response.aclose()
+
             return TransportResponse(
                 lib_response.status_code,
                 _seam_headers(lib_response),
-                AsyncByteStream(self._chunks(lib, lib_response, cancellation)),
+                AsyncByteStream(self._chunks(lib, lib_response, cancellation), aclose=aclose),
             )
         try:
             content = b"".join([c async for c in self._chunks(lib, lib_response, cancellation)])

@@ -1,0 +1,614 @@
+"""The cassette store: format version 1, in msgpack, with safe loads and atomic writes.
+
+This module knows the file format and nothing of how interactions are recorded or replayed.
+The format is specified in docs/cassette-format.md; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Final, TypeAlias
+
+import msgpack
+
+from ._errors import (
+    CassetteFormatError,
+    CassetteNotFoundError,
+    CassetteVersionError,
+)
+from ._headers import Headers
+from ._seam import JSONValue
+from ._streams import SseEvent, encode_sse_event, parse_json_text
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "Body",
+    "BytesBody",
+    "Cassette",
+    "ChunksBody",
+    "EmptyBody",
+    "Interaction",
+    "JsonBody",
+    "MalformedCassette",
+    "NdjsonBody",
+    "RecordedError",
+    "RecordedRequest",
+    "RecordedResponse",
+    "SseBody",
+    "TextBody",
+    "load_cassette",
+]
+
+FORMAT: Final = "pytest-toolnexus-cassette"
+VERSION: Final = 1
+
+
+class MalformedCassette(Exception):
+    """Raised inside the codec; the caller turns it into a CassetteFormatError naming the file."""
+
+
+def _ms(value: float) -> float:
+    return round(float(value), 3)
+
+
+def _json_line(value: JSONValue) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Bodies
+
+
+@dataclass(frozen=True, slots=True)
+class EmptyBody:
+    """No body at all."""
+
+    kind: ClassVar[str] = "empty"
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"kind": self.kind}
+
+    def content(self) -> bytes:
+        return b""
+
+
+@dataclass(frozen=True, slots=True)
+class JsonBody:
+    """A JSON document, stored as its value."""
+
+    value: JSONValue
+    kind: ClassVar[str] = "json"
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"kind": self.kind, "value": self.value}
+
+    def content(self) -> bytes:
+        return _json_line(self.value).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class TextBody:
+    """A body that is UTF-8 text but not JSON (an HTML error page, plain text)."""
+
+    text: str
+    kind: ClassVar[str] = "text"
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"kind": self.kind, "text": self.text}
+
+    def content(self) -> bytes:
+        return self.text.encode()
+
+
+@dataclass(frozen=True, slots=True)
+class BytesBody:
+    """A body that is not text, kept byte for byte."""
+
+    data: bytes
+    kind: ClassVar[str] = "bytes"
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"kind": self.kind, "data": self.data}
+
+    def content(self) -> bytes:
+        return self.data
+
+
+@dataclass(frozen=True, slots=True)
+class SseBody:
+    """A ``text/event-stream``: one stored map per event, each with its arrival ``t`` in ms.
+
+    Events are kept as stored and turned into wire bytes only when replayed, so loading a
+    large stream costs no parsing.
+    """
+
+    events: Sequence[Mapping[str, Any]]
+    tail: str = ""
+    kind: ClassVar[str] = "sse"
+
+    def to_doc(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"kind": self.kind, "events": list(self.events)}
+        if self.tail:
+            doc["tail"] = self.tail
+        return doc
+
+    def pieces(self) -> Iterator[tuple[float, bytes]]:
+        last = 0.0
+        for raw in self.events:
+            last = _time(raw, last)
+            yield last, encode_sse_event(sse_event_of(raw))
+        if self.tail:
+            yield last, self.tail.encode()
+
+    def content(self) -> bytes:
+        return b"".join(piece for _, piece in self.pieces())
+
+
+def sse_event_of(raw: Mapping[str, Any]) -> SseEvent:
+    """The :class:`SseEvent` a stored event map describes."""
+    if not isinstance(raw, Mapping):
+        raise MalformedCassette(f"an SSE event must be a map, found {type(raw).__name__}")
+    data: str | None
+    if "data" in raw:
+        data = _json_line(raw["data"])
+    elif "text" in raw:
+        data = _str(raw["text"], "SSE event text")
+    else:
+        data = None
+    comments = raw.get("comments", [])
+    if not isinstance(comments, list) or not all(isinstance(c, str) for c in comments):
+        raise MalformedCassette("SSE event comments must be a list of strings")
+    retry = raw.get("retry")
+    if retry is not None and (isinstance(retry, bool) or not isinstance(retry, int)):
+        raise MalformedCassette("SSE event retry must be an integer")
+    return SseEvent(
+        event=_opt_str(raw.get("event"), "SSE event name"),
+        data=data,
+        id=_opt_str(raw.get("id"), "SSE event id"),
+        retry=retry,
+        comments=list(comments),
+    )
+
+
+def sse_event_doc(t_ms: float, event: SseEvent, parse: bool = True) -> dict[str, Any]:
+    """The stored map for one event that arrived ``t_ms`` after the request was sent."""
+    doc: dict[str, Any] = {"t": _ms(t_ms)}
+    if event.event is not None:
+        doc["event"] = event.event
+    if event.id is not None:
+        doc["id"] = event.id
+    if event.retry is not None:
+        doc["retry"] = event.retry
+    if event.data is not None:
+        ok, value = parse_json_text(event.data) if parse else (False, None)
+        if ok:
+            doc["data"] = value
+        else:
+            doc["text"] = event.data
+    if event.comments:
+        doc["comments"] = list(event.comments)
+    return doc
+
+
+@dataclass(frozen=True, slots=True)
+class NdjsonBody:
+    """Newline-delimited JSON: one stored map per line, each with its arrival ``t`` in ms."""
+
+    lines: Sequence[Mapping[str, Any]]
+    tail: str = ""
+    kind: ClassVar[str] = "ndjson"
+
+    def to_doc(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"kind": self.kind, "lines": list(self.lines)}
+        if self.tail:
+            doc["tail"] = self.tail
+        return doc
+
+    def pieces(self) -> Iterator[tuple[float, bytes]]:
+        last = 0.0
+        for raw in self.lines:
+            if not isinstance(raw, Mapping):
+                raise MalformedCassette("an NDJSON line must be a map")
+            last = _time(raw, last)
+            if "value" in raw:
+                text = _json_line(raw["value"])
+            else:
+                text = _str(raw.get("text"), "NDJSON line text")
+            yield last, (text + "\n").encode()
+        if self.tail:
+            yield last, self.tail.encode()
+
+    def content(self) -> bytes:
+        return b"".join(piece for _, piece in self.pieces())
+
+
+@dataclass(frozen=True, slots=True)
+class ChunksBody:
+    """Any other stream: byte chunks, each with its arrival ``t`` in ms."""
+
+    chunks: Sequence[Mapping[str, Any]]
+    kind: ClassVar[str] = "chunks"
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"kind": self.kind, "chunks": list(self.chunks)}
+
+    def pieces(self) -> Iterator[tuple[float, bytes]]:
+        last = 0.0
+        for raw in self.chunks:
+            if not isinstance(raw, Mapping):
+                raise MalformedCassette("a stream chunk must be a map")
+            last = _time(raw, last)
+            data = raw.get("data")
+            if not isinstance(data, bytes):
+                raise MalformedCassette("a stream chunk's data must be binary")
+            yield last, data
+
+    def content(self) -> bytes:
+        return b"".join(piece for _, piece in self.pieces())
+
+
+Body: TypeAlias = EmptyBody | JsonBody | TextBody | BytesBody | SseBody | NdjsonBody | ChunksBody
+StreamBody: TypeAlias = SseBody | NdjsonBody | ChunksBody
+
+
+def _time(raw: Mapping[str, Any], floor: float) -> float:
+    t = raw.get("t")
+    if isinstance(t, bool) or not isinstance(t, int | float) or t != t or t < 0:
+        raise MalformedCassette(f"an event time 't' must be a non-negative number, found {t!r}")
+    return max(float(t), floor)
+
+
+def _str(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise MalformedCassette(f"{what} must be a string, found {type(value).__name__}")
+    return value
+
+
+def _opt_str(value: object, what: str) -> str | None:
+    return None if value is None else _str(value, what)
+
+
+def body_from_doc(doc: object, *, timed: bool) -> Body:
+    """Decode a stored body map. ``timed`` allows the stream kinds (responses only)."""
+    if not isinstance(doc, Mapping):
+        raise MalformedCassette(f"a body must be a map, found {type(doc).__name__}")
+    kind = doc.get("kind")
+    if kind == "empty":
+        return EmptyBody()
+    if kind == "json":
+        if "value" not in doc:
+            raise MalformedCassette("a json body has no 'value'")
+        return JsonBody(doc["value"])
+    if kind == "text":
+        return TextBody(_str(doc.get("text"), "a text body"))
+    if kind == "bytes":
+        data = doc.get("data")
+        if not isinstance(data, bytes):
+            raise MalformedCassette("a bytes body's data must be binary")
+        return BytesBody(data)
+    if timed and kind in ("sse", "ndjson", "chunks"):
+        key = {"sse": "events", "ndjson": "lines", "chunks": "chunks"}[kind]
+        items = doc.get(key)
+        if not isinstance(items, list):
+            raise MalformedCassette(f"an {kind} body's '{key}' must be a list")
+        tail = doc.get("tail", "")
+        if not isinstance(tail, str):
+            raise MalformedCassette(f"an {kind} body's tail must be a string")
+        if kind == "sse":
+            return SseBody(items, tail)
+        if kind == "ndjson":
+            return NdjsonBody(items, tail)
+        return ChunksBody(items)
+    raise MalformedCassette(f"unknown body kind {kind!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Interactions
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedError:
+    """A transport failure: its kind (a :class:`TransportError` name), message and time."""
+
+    kind: str
+    message: str
+    t: float
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message, "t": _ms(self.t)}
+
+    @classmethod
+    def from_doc(cls, doc: object) -> RecordedError:
+        if not isinstance(doc, Mapping):
+            raise MalformedCassette("an error must be a map")
+        t = doc.get("t", 0.0)
+        return cls(
+            _str(doc.get("kind"), "an error kind"),
+            _str(doc.get("message", ""), "an error message"),
+            _time({"t": t}, 0.0),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """A request as recorded: the body parsed, the headers after redaction."""
+
+    method: str
+    url: str
+    headers: Headers = field(default_factory=Headers)
+    body: Body = field(default_factory=EmptyBody)
+
+    def to_doc(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "url": self.url,
+            "headers": [list(pair) for pair in self.headers.multi_items()],
+            "body": self.body.to_doc(),
+        }
+
+    @classmethod
+    def from_doc(cls, doc: object) -> RecordedRequest:
+        if not isinstance(doc, Mapping):
+            raise MalformedCassette("a request must be a map")
+        return cls(
+            method=_str(doc.get("method"), "a request method"),
+            url=_str(doc.get("url"), "a request url"),
+            headers=_headers_from(doc.get("headers", [])),
+            body=body_from_doc(doc.get("body", {"kind": "empty"}), timed=False),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedResponse:
+    """A response as recorded, with its timing in ms from the moment the request was sent.
+
+    ``t_headers`` is when the status and headers arrived, ``t_end`` when the body ended (or was
+    abandoned). ``error`` is a transport failure that cut the body short. ``complete`` is false
+    when the client closed the stream before its end, so the rest was never seen.
+    """
+
+    status: int
+    headers: Headers = field(default_factory=Headers)
+    body: Body = field(default_factory=EmptyBody)
+    t_headers: float = 0.0
+    t_end: float = 0.0
+    error: RecordedError | None = None
+    complete: bool = True
+
+    def to_doc(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "status": self.status,
+            "headers": [list(pair) for pair in self.headers.multi_items()],
+            "t_headers": _ms(self.t_headers),
+            "t_end": _ms(self.t_end),
+            "body": self.body.to_doc(),
+        }
+        if self.error is not None:
+            doc["error"] = self.error.to_doc()
+        if not self.complete:
+            doc["complete"] = False
+        return doc
+
+    @classmethod
+    def from_doc(cls, doc: object) -> RecordedResponse:
+        if not isinstance(doc, Mapping):
+            raise MalformedCassette("a response must be a map")
+        status = doc.get("status")
+        if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
+            raise MalformedCassette(f"a response status must be 100-599, found {status!r}")
+        complete = doc.get("complete", True)
+        if not isinstance(complete, bool):
+            raise MalformedCassette("a response's 'complete' must be a boolean")
+        error = doc.get("error")
+        return cls(
+            status=status,
+            headers=_headers_from(doc.get("headers", [])),
+            body=body_from_doc(doc.get("body", {"kind": "empty"}), timed=True),
+            t_headers=_time({"t": doc.get("t_headers", 0.0)}, 0.0),
+            t_end=_time({"t": doc.get("t_end", 0.0)}, 0.0),
+            error=None if error is None else RecordedError.from_doc(error),
+            complete=complete,
+        )
+
+
+def _headers_from(doc: object) -> Headers:
+    if not isinstance(doc, list):
+        raise MalformedCassette("headers must be a list of [name, value] pairs")
+    pairs: list[tuple[str, str]] = []
+    for pair in doc:
+        if (
+            not isinstance(pair, list | tuple)
+            or len(pair) != 2
+            or not isinstance(pair[0], str)
+            or not isinstance(pair[1], str)
+        ):
+            raise MalformedCassette("each header must be a [name, value] pair of strings")
+        pairs.append((pair[0], pair[1]))
+    return Headers(pairs)
+
+
+@dataclass(frozen=True, slots=True)
+class Interaction:
+    """One request and what came of it: a response, or a transport error before any response."""
+
+    request: RecordedRequest
+    response: RecordedResponse | None = None
+    error: RecordedError | None = None
+
+    def __post_init__(self) -> None:
+        if (self.response is None) == (self.error is None):
+            raise ValueError("an Interaction has exactly one of response= and error=")
+
+    def to_doc(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"request": self.request.to_doc()}
+        if self.response is not None:
+            doc["response"] = self.response.to_doc()
+        if self.error is not None:
+            doc["error"] = self.error.to_doc()
+        return doc
+
+    @classmethod
+    def from_doc(cls, doc: object) -> Interaction:
+        if not isinstance(doc, Mapping):
+            raise MalformedCassette("an interaction must be a map")
+        response = doc.get("response")
+        error = doc.get("error")
+        if (response is None) == (error is None):
+            raise MalformedCassette("an interaction needs exactly one of 'response' and 'error'")
+        return cls(
+            request=RecordedRequest.from_doc(doc.get("request")),
+            response=None if response is None else RecordedResponse.from_doc(response),
+            error=None if error is None else RecordedError.from_doc(error),
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Files
+
+
+def _reject_ext(code: int, data: bytes) -> Any:
+    raise MalformedCassette(f"msgpack extension type {code} is not part of the cassette format")
+
+
+@dataclass(slots=True)
+class Cassette:
+    """An ordered list of interactions plus metadata, tied to a file path."""
+
+    path: Path
+    interactions: list[Interaction] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_bytes(self) -> bytes:
+        """The file's bytes. The same cassette always encodes to the same bytes."""
+        doc = {
+            "format": FORMAT,
+            "version": VERSION,
+            "meta": self.meta,
+            "interactions": [i.to_doc() for i in self.interactions],
+        }
+        try:
+            packed: bytes = msgpack.packb(doc, use_bin_type=True, datetime=False)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise CassetteFormatError(
+                f"cannot write cassette {self.path}: {exc}", path=str(self.path)
+            ) from exc
+        return packed
+
+    def save(self) -> None:
+        """Write atomically: a temp file beside the target, fsync, then ``os.replace``."""
+        write_atomic(self.path, self.to_bytes())
+
+    @classmethod
+    def from_bytes(cls, data: bytes, path: Path) -> Cassette:
+        where = str(path)
+        if not data:
+            raise CassetteFormatError(
+                f"cassette {where} is empty (0 bytes); delete it and record again",
+                path=where,
+            )
+        try:
+            doc = msgpack.unpackb(
+                data,
+                raw=False,
+                strict_map_key=True,
+                ext_hook=_reject_ext,
+                use_list=True,
+                timestamp=0,
+            )
+        except MalformedCassette as exc:
+            raise CassetteFormatError(f"cassette {where} is corrupt: {exc}", path=where) from exc
+        except msgpack.ExtraData as exc:
+            raise CassetteFormatError(
+                f"cassette {where} has trailing bytes after the document; it is corrupt",
+                path=where,
+            ) from exc
+        except (ValueError, msgpack.UnpackException, TypeError, RecursionError) as exc:
+            raise CassetteFormatError(
+                f"cassette {where} is truncated or not msgpack ({type(exc).__name__}: "
+                f"{str(exc)[:120]}); restore it from version control or record it again",
+                path=where,
+            ) from exc
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise CassetteFormatError(
+                f"{where} is not a pytest-toolnexus cassette (no format marker "
+                f"{FORMAT!r}); is it a file from another tool?",
+                path=where,
+            )
+        version = doc.get("version")
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise CassetteFormatError(f"cassette {where} has no valid format version", path=where)
+        if version > VERSION:
+            raise CassetteVersionError(
+                f"cassette {where} uses format version {version}, and this pytest-toolnexus "
+                f"reads version {VERSION} at most; upgrade pytest-toolnexus",
+                path=where,
+            )
+        if version < 1:
+            raise CassetteFormatError(
+                f"cassette {where} has format version {version}, which never existed",
+                path=where,
+            )
+        meta = doc.get("meta", {})
+        raw = doc.get("interactions")
+        if not isinstance(meta, dict) or not isinstance(raw, list):
+            raise CassetteFormatError(
+                f"cassette {where} is corrupt: 'meta' must be a map and 'interactions' a list",
+                path=where,
+            )
+        interactions: list[Interaction] = []
+        for index, item in enumerate(raw):
+            try:
+                interactions.append(Interaction.from_doc(item))
+            except (MalformedCassette, ValueError, TypeError) as exc:
+                raise CassetteFormatError(
+                    f"cassette {where} is corrupt at interaction {index}: {exc}", path=where
+                ) from exc
+        return cls(path=path, interactions=interactions, meta=meta)
+
+
+def load_cassette(path: str | os.PathLike[str]) -> Cassette:
+    """Read and validate a cassette file.
+
+    Raises :class:`CassetteNotFoundError` when it does not exist, :class:`CassetteVersionError`
+    when it is newer than this library, and :class:`CassetteFormatError` when it is empty,
+    truncated, corrupt or not a cassette. A broken file is never read as an empty cassette.
+    """
+    target = Path(path)
+    try:
+        data = target.read_bytes()
+    except FileNotFoundError as exc:
+        raise CassetteNotFoundError(f"cassette {target} does not exist", path=str(target)) from exc
+    except IsADirectoryError as exc:
+        raise CassetteFormatError(
+            f"cassette path {target} is a directory", path=str(target)
+        ) from exc
+    return Cassette.from_bytes(data, target)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old file or the new, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)

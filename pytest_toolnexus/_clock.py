@@ -1,0 +1,102 @@
+"""Clocks that replay recorded timing: real sleeps, scaled; or no waiting at all.
+
+Replay asks the clock to wait until each event's recorded offset at the moment the client pulls
+that event. The virtual clock, which reads and advances time without sleeping, builds on the
+same interface.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Final, Protocol, final
+
+import anyio
+
+from ._cancel import CancelToken
+
+__all__ = ["Clock", "InstantClock", "RealClock", "real_monotonic"]
+
+real_monotonic: Final = time.perf_counter
+"""The process's own monotonic clock, captured at import so no patch of ``time`` reaches it."""
+
+_real_sleep: Final = time.sleep
+_SLICE: Final = 0.05
+
+
+class Clock(Protocol):
+    """What replay needs of time: a reading, and waits to a deadline on that reading.
+
+    ``speed`` divides recorded offsets: 2.0 replays a recorded second in half a second.
+    """
+
+    @property
+    def speed(self) -> float: ...
+
+    def now(self) -> float: ...
+
+    def wait_until(self, deadline: float, cancel: CancelToken | None = None) -> None: ...
+
+    async def await_until(self, deadline: float, cancel: CancelToken | None = None) -> None: ...
+
+
+@final
+class RealClock:
+    """Waits for real, so recorded gaps take wall time (divided by ``speed``)."""
+
+    def __init__(self, speed: float = 1.0) -> None:
+        if not speed > 0:
+            raise ValueError(f"speed must be a positive number, got {speed!r}")
+        self._speed = float(speed)
+
+    @property
+    def speed(self) -> float:
+        return self._speed
+
+    def now(self) -> float:
+        return real_monotonic()
+
+    def wait_until(self, deadline: float, cancel: CancelToken | None = None) -> None:
+        while True:
+            remaining = deadline - real_monotonic()
+            if remaining <= 0:
+                return
+            if cancel is not None:
+                if cancel.wait(remaining):
+                    cancel.raise_if_cancelled()
+            else:
+                _real_sleep(remaining)
+
+    async def await_until(self, deadline: float, cancel: CancelToken | None = None) -> None:
+        while True:
+            if cancel is not None:
+                cancel.raise_if_cancelled()
+            remaining = deadline - real_monotonic()
+            if remaining <= 0:
+                return
+            await anyio.sleep(min(remaining, _SLICE) if cancel is not None else remaining)
+
+    def __repr__(self) -> str:
+        return f"RealClock(speed={self._speed})"
+
+
+@final
+class InstantClock:
+    """Ignores recorded timing: every event is available at once."""
+
+    @property
+    def speed(self) -> float:
+        return 1.0
+
+    def now(self) -> float:
+        return real_monotonic()
+
+    def wait_until(self, deadline: float, cancel: CancelToken | None = None) -> None:
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+
+    async def await_until(self, deadline: float, cancel: CancelToken | None = None) -> None:
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+
+    def __repr__(self) -> str:
+        return "InstantClock()"

@@ -1,0 +1,351 @@
+"""Recording: a transport that tees a live transport's answers into interactions.
+
+Every chunk reaches the client the moment it arrives; a copy is parsed into SSE events, NDJSON
+lines or timed chunks, each stamped with its arrival in ms from the moment the request was sent.
+Nothing is drained ahead of the client, so recording never changes what the client sees.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Final
+
+from ._bodies import encode_json, is_json_type
+from ._cassette import (
+    Body,
+    BytesBody,
+    ChunksBody,
+    EmptyBody,
+    Interaction,
+    JsonBody,
+    NdjsonBody,
+    RecordedError,
+    RecordedRequest,
+    RecordedResponse,
+    SseBody,
+    TextBody,
+    sse_event_doc,
+)
+from ._clock import real_monotonic
+from ._errors import TransportError
+from ._headers import Headers
+from ._seam import (
+    AsyncByteStream,
+    AsyncTransport,
+    ByteStream,
+    JSONValue,
+    Pushed,
+    RequestBody,
+    Transport,
+    TransportRequest,
+    TransportResponse,
+    acall,
+    call,
+)
+from ._streams import NdjsonSplitter, SseParser, parse_json_text, storable
+
+__all__ = [
+    "AsyncRecordingTransport",
+    "BodyRecorder",
+    "RecordingTransport",
+    "fixed_body",
+    "recorded_request",
+]
+
+_NDJSON_TYPES: Final = ("application/x-ndjson", "application/jsonl", "application/json-seq")
+
+
+def _media(headers: Headers) -> str:
+    return headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+
+def fixed_body(headers: Headers, body: JSONValue | bytes) -> Body:
+    """The stored form of a body that arrived whole."""
+    if not isinstance(body, bytes):
+        if storable(body):
+            return JsonBody(body)
+        return TextBody(encode_json(body).decode())
+    if not body:
+        return EmptyBody()
+    if is_json_type(headers.get("content-type", "")):
+        try:
+            ok, value = parse_json_text(body.decode())
+        except UnicodeDecodeError:
+            ok, value = False, None
+        if ok:
+            return JsonBody(value)
+    try:
+        return TextBody(body.decode())
+    except UnicodeDecodeError:
+        return BytesBody(body)
+
+
+def recorded_request(request: TransportRequest) -> RecordedRequest:
+    """The stored form of a request (before redaction)."""
+    body: RequestBody = request.body
+    stored: Body
+    if body is None:
+        stored = (
+            EmptyBody() if not request.content else fixed_body(request.headers, request.content)
+        )
+    else:
+        stored = fixed_body(request.headers, body)
+    return RecordedRequest(request.method, request.url, request.headers, stored)
+
+
+class BodyRecorder:
+    """Builds the stored body of a streamed response from chunks as they arrive."""
+
+    def __init__(self, headers: Headers) -> None:
+        media = _media(headers)
+        self._headers = headers
+        self._sse: SseParser | None = SseParser() if media == "text/event-stream" else None
+        self._ndjson: NdjsonSplitter | None = NdjsonSplitter() if media in _NDJSON_TYPES else None
+        self._whole = self._sse is None and self._ndjson is None and is_json_type(media)
+        self._events: list[dict[str, object]] = []
+        self._buffer: list[bytes] = []
+
+    def feed(self, chunk: bytes, t_ms: float) -> None:
+        if self._sse is not None:
+            self._events.extend(sse_event_doc(t_ms, e) for e in self._sse.feed(chunk))
+        elif self._ndjson is not None:
+            for line in self._ndjson.feed(chunk):
+                self._events.append(_ndjson_doc(t_ms, line))
+        elif self._whole:
+            self._buffer.append(chunk)
+        elif chunk:
+            self._events.append({"t": round(t_ms, 3), "data": chunk})
+
+    def finish(self) -> Body:
+        if self._sse is not None:
+            return SseBody(self._events, self._sse.finish())
+        if self._ndjson is not None:
+            return NdjsonBody(self._events, self._ndjson.finish())
+        if self._whole:
+            return fixed_body(self._headers, b"".join(self._buffer))
+        return ChunksBody(self._events)
+
+
+def _ndjson_doc(t_ms: float, line: str) -> dict[str, object]:
+    ok, value = parse_json_text(line) if line.strip() else (False, None)
+    return {"t": round(t_ms, 3), "value": value} if ok else {"t": round(t_ms, 3), "text": line}
+
+
+class _Recording:
+    """One interaction in flight: it is handed to ``on_record`` exactly once, when it ends."""
+
+    def __init__(self, request: TransportRequest, on_record: Callable[[Interaction], None]) -> None:
+        self.request = recorded_request(request)
+        self._on_record = on_record
+        self._start = real_monotonic()
+        self._lock = threading.Lock()
+        self._done = False
+        self._status = 0
+        self._headers = Headers()
+        self._t_headers = 0.0
+        self._body: BodyRecorder | None = None
+
+    def elapsed(self) -> float:
+        return (real_monotonic() - self._start) * 1000.0
+
+    def _emit(self, interaction: Interaction) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        self._on_record(interaction)
+
+    def failed(self, exc: BaseException) -> None:
+        self._emit(Interaction(self.request, error=_error_of(exc, self.elapsed())))
+
+    def answered(self, response: TransportResponse) -> None:
+        self._status = response.status
+        self._headers = response.headers
+        self._t_headers = self.elapsed()
+        body = response.body
+        if isinstance(body, ByteStream | AsyncByteStream):
+            self._body = BodyRecorder(response.headers)
+            return
+        if isinstance(body, Pushed):
+            raise TransportError("recording needs a pull stream; the live transport pushed")
+        self._emit(
+            Interaction(
+                self.request,
+                RecordedResponse(
+                    self._status,
+                    self._headers,
+                    fixed_body(self._headers, body),
+                    self._t_headers,
+                    self._t_headers,
+                ),
+            )
+        )
+
+    def chunk(self, data: bytes) -> None:
+        assert self._body is not None
+        self._body.feed(data, self.elapsed())
+
+    def ended(self, *, complete: bool, error: BaseException | None = None) -> None:
+        if self._done or self._body is None:
+            return
+        t_end = self.elapsed()
+        self._emit(
+            Interaction(
+                self.request,
+                RecordedResponse(
+                    self._status,
+                    self._headers,
+                    self._body.finish(),
+                    self._t_headers,
+                    t_end,
+                    None if error is None else _error_of(error, t_end),
+                    complete,
+                ),
+            )
+        )
+
+
+class _Inflight:
+    """The recordings that have started and not yet been handed over."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[int, _Recording] = {}
+
+    def start(
+        self, request: TransportRequest, on_record: Callable[[Interaction], None]
+    ) -> _Recording:
+        def handed_over(interaction: Interaction) -> None:
+            with self._lock:
+                self._open.pop(id(recording), None)
+            on_record(interaction)
+
+        recording = _Recording(request, handed_over)
+        with self._lock:
+            self._open[id(recording)] = recording
+        return recording
+
+    def finish_all(self) -> int:
+        with self._lock:
+            pending = list(self._open.values())
+        for recording in pending:
+            recording.ended(complete=False)
+        return len(pending)
+
+
+def _error_of(exc: BaseException, t_ms: float) -> RecordedError:
+    kind = exc.kind if isinstance(exc, TransportError) else "TransportError"
+    message = str(exc) if isinstance(exc, TransportError) else f"{type(exc).__name__}: {exc}"
+    return RecordedError(kind, message, t_ms)
+
+
+class RecordingTransport:
+    """A sync seam transport that sends through ``live`` and hands each finished interaction to
+    ``on_record``, while the client reads every chunk as it arrives.
+
+    An interaction is finished when its stream ends, fails, or is closed by the client (then it
+    is marked incomplete). ``on_record`` is called exactly once per request.
+    """
+
+    def __init__(self, live: Transport, on_record: Callable[[Interaction], None]) -> None:
+        self._live = live
+        self._on_record = on_record
+        self._inflight = _Inflight()
+
+    def finish_pending(self) -> int:
+        """Save every stream still open as incomplete; returns how many there were."""
+        return self._inflight.finish_all()
+
+    def __call__(self, request: TransportRequest) -> TransportResponse:
+        recording = self._inflight.start(request, self._on_record)
+        try:
+            response = call(self._live, request)
+        except Exception as exc:
+            recording.failed(exc)
+            raise
+        recording.answered(response)
+        body = response.body
+        if not isinstance(body, ByteStream):
+            return response
+
+        def abandon() -> None:
+            try:
+                recording.ended(complete=False)
+            finally:
+                body.close()
+
+        return TransportResponse(
+            response.status, response.headers, ByteStream(_tee(body, recording), close=abandon)
+        )
+
+
+def _tee(stream: ByteStream, recording: _Recording) -> Iterator[bytes]:
+    try:
+        for chunk in stream:
+            recording.chunk(chunk)
+            yield chunk
+    except GeneratorExit:
+        recording.ended(complete=False)
+        raise
+    except Exception as exc:
+        recording.ended(complete=True, error=exc)
+        raise
+    else:
+        recording.ended(complete=True)
+    finally:
+        stream.close()
+
+
+class AsyncRecordingTransport:
+    """The async mirror of :class:`RecordingTransport`."""
+
+    def __init__(self, live: AsyncTransport, on_record: Callable[[Interaction], None]) -> None:
+        self._live = live
+        self._on_record = on_record
+        self._inflight = _Inflight()
+
+    def finish_pending(self) -> int:
+        """Save every stream still open as incomplete; returns how many there were."""
+        return self._inflight.finish_all()
+
+    async def __call__(self, request: TransportRequest) -> TransportResponse:
+        recording = self._inflight.start(request, self._on_record)
+        try:
+            response = await acall(self._live, request)
+        except Exception as exc:
+            recording.failed(exc)
+            raise
+        recording.answered(response)
+        body = response.body
+        if not isinstance(body, AsyncByteStream):
+            return response
+
+        async def abandon() -> None:
+            try:
+                recording.ended(complete=False)
+            finally:
+                await body.aclose()
+
+        return TransportResponse(
+            response.status,
+            response.headers,
+            AsyncByteStream(_atee(body, recording), aclose=abandon),
+        )
+
+
+async def _atee(stream: AsyncByteStream, recording: _Recording) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in stream:
+            recording.chunk(chunk)
+            yield chunk
+    except GeneratorExit:
+        recording.ended(complete=False)
+        raise
+    except Exception as exc:
+        recording.ended(complete=True, error=exc)
+        raise
+    else:
+        recording.ended(complete=True)
+    finally:
+        await stream.aclose()

@@ -1,0 +1,412 @@
+"""A cassette in use: replay what matches, record what the mode allows, write once at the end.
+
+This is the object the pytest plugin hands to tests as the ``cassette`` fixture, and what
+``use_cassette`` returns for plain Python code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import threading
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final, Literal, get_args
+
+from ._bridge import HTTPBridge
+from ._cassette import Cassette, Interaction, RecordedRequest, load_cassette
+from ._clock import Clock, InstantClock, RealClock
+from ._errors import CassetteMissError, CassetteNotFoundError
+from ._live import AsyncLiveTransport, LiveTransport
+from ._match import Index, MatchRules
+from ._record import AsyncRecordingTransport, RecordingTransport
+from ._redact import redact_headers, redact_url
+from ._replay import aplay, play
+from ._seam import AsyncTransport, Transport, TransportRequest, TransportResponse
+from ._version import __version__
+
+__all__ = [
+    "RECORD_MODES",
+    "CassetteSession",
+    "RecordMode",
+    "SentRequest",
+    "UnusedInteractionsWarning",
+    "use_cassette",
+]
+
+RecordMode = Literal["none", "once", "new", "all"]
+RECORD_MODES: Final = get_args(RecordMode)
+_BODY_PREVIEW: Final = 240
+
+
+class UnusedInteractionsWarning(UserWarning):
+    """A cassette closed with recorded interactions that no request played."""
+
+
+@dataclass
+class SentRequest:
+    """One request the code under test sent, and what answered it.
+
+    ``sent_at`` and each of ``deliveries`` are clock readings in seconds. ``interaction`` is the
+    cassette position that answered (replayed or newly recorded).
+    """
+
+    method: str
+    url: str
+    sent_at: float
+    replayed: bool
+    interaction: int | None = None
+    deliveries: list[float] = field(default_factory=list)
+
+    def _deliver(self, number: int, at: float) -> None:
+        self.deliveries.append(at)
+
+
+def _summary(request: TransportRequest) -> str:
+    body = request.body
+    if body is None:
+        return "(no body)"
+    if isinstance(body, bytes):
+        text = repr(body[:_BODY_PREVIEW])
+        size = len(body)
+    else:
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
+        size = len(text)
+        text = text[:_BODY_PREVIEW]
+    more = f" ... ({size} bytes in all)" if size > _BODY_PREVIEW else ""
+    return text + more
+
+
+class CassetteSession:
+    """One cassette in use, with a record mode and a clock.
+
+    ``record`` is one of ``none`` (replay only; a miss is an error), ``once`` (record when the
+    file does not exist yet, otherwise replay only), ``new`` (replay what matches and record the
+    rest) and ``all`` (record everything again). Hand :attr:`transport`, :attr:`async_transport`
+    or :meth:`http_transport` to clients, then :meth:`close` to write what was recorded.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        record: RecordMode = "none",
+        clock: Clock | None = None,
+        ignore_body: Iterable[str] = (),
+        match_headers: Iterable[str] = (),
+        allow_repeats: bool = False,
+        live: Transport | None = None,
+        async_live: AsyncTransport | None = None,
+        meta: Mapping[str, Any] | None = None,
+        on_unused: Literal["warn", "error", "ignore"] = "warn",
+    ) -> None:
+        if record not in RECORD_MODES:
+            raise ValueError(f"record mode {record!r} is not one of {', '.join(RECORD_MODES)}")
+        self.path = Path(path)
+        self.record_mode: RecordMode = record
+        self.clock: Clock = clock if clock is not None else InstantClock()
+        self.rules = MatchRules.build(ignore_body=ignore_body, match_headers=match_headers)
+        self._lock = threading.RLock()
+        self._meta = dict(meta or {})
+        self._on_unused = on_unused
+        self._live = live
+        self._async_live = async_live
+        self._owned_live: list[LiveTransport] = []
+        self._owned_async_live: list[AsyncLiveTransport] = []
+        self._recorders: list[RecordingTransport | AsyncRecordingTransport] = []
+        self._recorded: dict[int, Interaction] = {}
+        self._sequence = 0
+        self._closed = False
+        self.requests: list[SentRequest] = []
+        self.existed = self.path.exists()
+        loaded: list[Interaction] = []
+        if record == "none" or (record in ("once", "new") and self.existed):
+            if record == "none" and not self.existed:
+                raise CassetteNotFoundError(
+                    f"cassette {self.path} does not exist, and record mode 'none' only "
+                    "replays. Record it once with record mode 'once' (pytest: "
+                    "--cassette-record=once), then commit the file.",
+                    path=str(self.path),
+                )
+            cassette = load_cassette(self.path)
+            loaded = cassette.interactions
+            self._meta = {**cassette.meta, **self._meta}
+        self._loaded_count = len(loaded)
+        self._index = Index(self.rules, loaded, allow_repeats)
+        self._may_record = record in ("new", "all") or (record == "once" and not self.existed)
+
+    # -- transports -----------------------------------------------------------------------
+
+    @property
+    def transport(self) -> Transport:
+        """The sync seam transport serving this cassette (live traffic via a default client)."""
+        return self.transport_for(None)
+
+    @property
+    def async_transport(self) -> AsyncTransport:
+        """The async seam transport serving this cassette."""
+        return self.async_transport_for(None)
+
+    def http_transport(self) -> HTTPBridge:
+        """An httpx/httpx2 transport for ``httpx2.Client(transport=...)`` and friends."""
+        return HTTPBridge(self.transport, async_transport=self.async_transport)
+
+    def transport_for(self, live: Transport | None) -> Transport:
+        """A sync seam transport that records through ``live`` (default: its own client)."""
+        recorder: RecordingTransport | None = None
+
+        def handle(request: TransportRequest) -> TransportResponse:
+            nonlocal recorder
+            sent, position = self._begin(request)
+            if position is not None:
+                interaction = self._index.interactions[position]
+                return play(interaction, request, self.clock, sent.sent_at, sent._deliver)
+            if recorder is None:
+                recorder = RecordingTransport(
+                    live or self._default_live(), self._on_record_factory()
+                )
+                self._recorders.append(recorder)
+            return recorder(request)
+
+        return handle
+
+    def async_transport_for(self, live: AsyncTransport | None) -> AsyncTransport:
+        """An async seam transport that records through ``live`` (default: its own client)."""
+        recorder: AsyncRecordingTransport | None = None
+
+        async def handle(request: TransportRequest) -> TransportResponse:
+            nonlocal recorder
+            sent, position = self._begin(request)
+            if position is not None:
+                interaction = self._index.interactions[position]
+                return await aplay(interaction, request, self.clock, sent.sent_at, sent._deliver)
+            if recorder is None:
+                recorder = AsyncRecordingTransport(
+                    live or self._default_async_live(), self._on_record_factory()
+                )
+                self._recorders.append(recorder)
+            return await recorder(request)
+
+        return handle
+
+    def _default_live(self) -> Transport:
+        if self._live is not None:
+            return self._live
+        transport = LiveTransport()
+        self._owned_live.append(transport)
+        self._live = transport
+        return transport
+
+    def _default_async_live(self) -> AsyncTransport:
+        if self._async_live is not None:
+            return self._async_live
+        transport = AsyncLiveTransport()
+        self._owned_async_live.append(transport)
+        self._async_live = transport
+        return transport
+
+    # -- the request path -----------------------------------------------------------------
+
+    def _begin(self, request: TransportRequest) -> tuple[SentRequest, int | None]:
+        if self._closed:
+            raise RuntimeError(
+                f"cassette {self.path} is closed; {request.method} {request.url} came after "
+                "the end of the block or test that used it"
+            )
+        with self._lock:
+            position = self._index.take(request)
+            if position is None and not self._may_record:
+                raise self._miss(request)
+            sent = SentRequest(
+                request.method,
+                redact_url(request.url),
+                self.clock.now(),
+                replayed=position is not None,
+                interaction=position,
+            )
+            self.requests.append(sent)
+        return sent, position
+
+    def _on_record_factory(self) -> Any:
+        with self._lock:
+            self._sequence += 1
+            base = self._sequence
+
+        counter = iter(range(10**9))
+
+        def on_record(interaction: Interaction) -> None:
+            safe = _redacted(interaction)
+            with self._lock:
+                self._recorded[base * 10**9 + next(counter)] = safe
+                self._index.add(safe, played=True)
+
+        return on_record
+
+    def _miss(self, request: TransportRequest) -> CassetteMissError:
+        total = len(self._index.interactions)
+        played = sum(self._index.played)
+        lines = [
+            f"No recorded interaction matches {request.method} {redact_url(request.url)}",
+            "",
+            f"  request body:  {_summary(request)}",
+            f"  cassette:      {self.path} ({total} interaction(s), {played} already played)",
+            f"  record mode:   {self.record_mode}",
+        ]
+        used = self._index.already_played(request)
+        if used:
+            lines += [
+                "",
+                f"The same request was recorded as interaction #{used[-1]}, and it was already "
+                "played: each recorded interaction plays once, so this request was sent more "
+                "times than when the cassette was recorded.",
+            ]
+            fixes = [
+                "record the cassette again if the extra request is intended "
+                "(record mode 'all'; pytest: --cassette-record=all)",
+                "or let a request replay more than once: allow_repeats=True",
+            ]
+        else:
+            nearest = self._index.nearest(request, limit=1)
+            paths: tuple[str, ...] = ()
+            if nearest:
+                best = nearest[0]
+                state = "already played" if best.played else "not yet played"
+                lines += [
+                    "",
+                    f"Nearest recorded request: #{best.index} {best.request.method} "
+                    f"{best.request.url} ({state})",
+                ]
+                lines += [f"  {line}" for line in best.differences] or ["  (no difference?)"]
+                paths = best.ignorable
+            elif total == 0:
+                lines += ["", "The cassette has no interactions."]
+            fixes = [
+                "if the request changed on purpose, record the new one: record mode 'new' "
+                "(pytest: --cassette-record=new), or 'all' to record everything again",
+            ]
+            if paths:
+                names = ", ".join(repr(p) for p in paths[:3])
+                fixes.append(
+                    f"if those values change from run to run, ignore them: ignore_body=[{names}]"
+                )
+        lines += ["", "How to fix:"] + [f"  - {fix}" for fix in fixes]
+        return CassetteMissError("\n".join(lines))
+
+    # -- end of use -----------------------------------------------------------------------
+
+    def unused(self) -> list[tuple[int, RecordedRequest]]:
+        """Loaded interactions that no request played, with their positions."""
+        with self._lock:
+            return [
+                (i, self._index.interactions[i].request)
+                for i in self._index.unused()
+                if i < self._loaded_count
+            ]
+
+    @property
+    def recorded(self) -> list[Interaction]:
+        """Interactions recorded in this session so far, in the order their requests were sent."""
+        with self._lock:
+            return [self._recorded[k] for k in sorted(self._recorded)]
+
+    @property
+    def interactions(self) -> list[Interaction]:
+        """Every interaction known to this session: loaded, then recorded."""
+        with self._lock:
+            return list(self._index.interactions)
+
+    def close(self) -> None:
+        """Save streams still open, write the cassette if anything was recorded, report unused."""
+        if self._closed:
+            return
+        self._closed = True
+        for recorder in self._recorders:
+            recorder.finish_pending()
+        for live in self._owned_live:
+            live.close()
+        self._write()
+        self._report_unused()
+
+    async def aclose(self) -> None:
+        """:meth:`close`, also closing async clients this session opened."""
+        for live in self._owned_async_live:
+            await live.aclose()
+        self.close()
+
+    def _write(self) -> None:
+        recorded = self.recorded
+        if not recorded:
+            return
+        if self.record_mode == "new" and self.existed:
+            interactions = list(self._index.interactions[: self._loaded_count]) + recorded
+        else:
+            interactions = recorded
+        meta = {
+            **self._meta,
+            "recorded_at": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
+            "recorded_with": f"pytest-toolnexus {__version__}",
+        }
+        Cassette(self.path, interactions, meta).save()
+
+    def _report_unused(self) -> None:
+        unused = self.unused()
+        if not unused or self._on_unused == "ignore" or self.record_mode == "all":
+            return
+        listing = "; ".join(f"#{i} {r.method} {r.url}" for i, r in unused[:10])
+        more = f" and {len(unused) - 10} more" if len(unused) > 10 else ""
+        message = (
+            f"cassette {self.path}: {len(unused)} recorded interaction(s) were never played: "
+            f"{listing}{more}. The code under test sent fewer requests than were recorded."
+        )
+        if self._on_unused == "error":
+            raise CassetteMissError(message)
+        warnings.warn(UnusedInteractionsWarning(message), stacklevel=3)
+
+    def __enter__(self) -> CassetteSession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> CassetteSession:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+def _redacted(interaction: Interaction) -> Interaction:
+    request = interaction.request
+    safe_request = RecordedRequest(
+        request.method, redact_url(request.url), redact_headers(request.headers), request.body
+    )
+    response = interaction.response
+    if response is not None:
+        response = replace(response, headers=redact_headers(response.headers))
+    return Interaction(safe_request, response, interaction.error)
+
+
+@contextlib.contextmanager
+def use_cassette(
+    path: str | os.PathLike[str],
+    *,
+    record: RecordMode = "none",
+    timing: Literal["real", "instant"] = "instant",
+    speed: float = 1.0,
+    **options: Any,
+) -> Iterator[CassetteSession]:
+    """Use a cassette for the duration of a ``with`` block, then write what was recorded.
+
+    >>> with use_cassette("tests/cassettes/chat.msgpack", record="once") as cassette:
+    ...     client = openai.OpenAI(http_client=httpx2.Client(transport=cassette.http_transport()))
+    """
+    clock: Clock = RealClock(speed) if timing == "real" else InstantClock()
+    session = CassetteSession(path, record=record, clock=clock, **options)
+    try:
+        yield session
+    finally:
+        session.close()

@@ -1,0 +1,178 @@
+"""Stream framing: SSE events and NDJSON lines, parsed incrementally and encoded back.
+
+The parsers take chunks as they arrive and hand back each complete unit at once, so a recorder
+can stamp every event with the moment its last byte arrived. Decoding is incremental, so a
+multi-byte UTF-8 character split across two chunks is joined, not mangled.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+__all__ = [
+    "NdjsonSplitter",
+    "SseEvent",
+    "SseParser",
+    "encode_sse_event",
+    "parse_json_text",
+    "storable",
+]
+
+
+def parse_json_text(text: str) -> tuple[bool, Any]:
+    """``(True, value)`` when ``text`` is one JSON document whose numbers msgpack can carry."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False, None
+    if not storable(value):
+        return False, None
+    return True, value
+
+
+def storable(value: Any) -> bool:
+    if isinstance(value, bool) or value is None or isinstance(value, str | float):
+        return True
+    if isinstance(value, int):
+        return -(2**63) <= value < 2**64
+    if isinstance(value, list):
+        return all(storable(v) for v in value)
+    if isinstance(value, dict):
+        return all(storable(v) for v in value.values())
+    return False
+
+
+@dataclass(slots=True)
+class SseEvent:
+    """One server-sent event, as the SSE spec frames it.
+
+    ``data`` is the joined ``data:`` lines (``None`` when the event had none). ``comments``
+    keeps every ``:`` line that came before the event's terminating blank line.
+    """
+
+    event: str | None = None
+    data: str | None = None
+    id: str | None = None
+    retry: int | None = None
+    comments: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return (
+            self.event is None
+            and self.data is None
+            and self.id is None
+            and self.retry is None
+            and not self.comments
+        )
+
+
+class SseParser:
+    """Incremental ``text/event-stream`` parser (WHATWG SSE framing).
+
+    ``feed(chunk)`` returns the events completed by that chunk. ``finish()`` returns whatever
+    text came after the last complete event, which the spec says to drop; a recorder keeps it.
+    """
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._buffer = ""
+        self._current = SseEvent()
+        self._first = True
+
+    def feed(self, chunk: bytes) -> list[SseEvent]:
+        text = self._decoder.decode(chunk)
+        if self._first and text:
+            if text.startswith("\ufeff"):
+                text = text[1:]
+            self._first = False
+        return self._consume(text)
+
+    def _consume(self, text: str) -> list[SseEvent]:
+        self._buffer += text
+        # A CR at the very end may be the first half of a CRLF split across chunks.
+        hold = self._buffer.endswith("\r")
+        work = self._buffer[:-1] if hold else self._buffer
+        *lines, rest = _NEWLINE.split(work)
+        self._buffer = rest + "\r" if hold else rest
+        events: list[SseEvent] = []
+        for line in lines:
+            event = self._line(line)
+            if event is not None:
+                events.append(event)
+        return events
+
+    def _line(self, line: str) -> SseEvent | None:
+        current = self._current
+        if line == "":
+            self._current = SseEvent()
+            return None if current.empty else current
+        if line.startswith(":"):
+            current.comments.append(line[1:].removeprefix(" "))
+            return None
+        name, sep, value = line.partition(":")
+        if sep:
+            value = value.removeprefix(" ")
+        if name == "data":
+            current.data = value if current.data is None else f"{current.data}\n{value}"
+        elif name == "event":
+            current.event = value
+        elif name == "id" and "\0" not in value:
+            current.id = value
+        elif name == "retry" and value.isascii() and value.isdigit():
+            current.retry = int(value)
+        return None
+
+    def finish(self) -> str:
+        """The raw text of an unterminated final event, or ``""``."""
+        tail = self._buffer + self._decoder.decode(b"", final=True)
+        pending = self._current
+        self._buffer = ""
+        self._current = SseEvent()
+        if not tail and pending.empty:
+            return ""
+        return _render_partial(pending) + tail
+
+
+def _render_partial(event: SseEvent) -> str:
+    return encode_sse_event(event)[:-1].decode() if not event.empty else ""
+
+
+def encode_sse_event(event: SseEvent) -> bytes:
+    """The wire form of one event, ending with its blank line."""
+    lines: list[str] = []
+    lines.extend(f": {comment}" if comment else ":" for comment in event.comments)
+    if event.event is not None:
+        lines.append(f"event: {event.event}")
+    if event.id is not None:
+        lines.append(f"id: {event.id}")
+    if event.retry is not None:
+        lines.append(f"retry: {event.retry}")
+    if event.data is not None:
+        lines.extend(f"data: {part}" for part in event.data.split("\n"))
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+class NdjsonSplitter:
+    """Incremental splitter of newline-delimited text into complete lines."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._buffer = ""
+
+    def feed(self, chunk: bytes) -> list[str]:
+        self._buffer += self._decoder.decode(chunk)
+        *lines, self._buffer = self._buffer.split("\n")
+        return [line.removesuffix("\r") for line in lines]
+
+    def finish(self) -> str:
+        """Text after the last newline, or ``""``."""
+        tail = self._buffer + self._decoder.decode(b"", final=True)
+        self._buffer = ""
+        return tail
