@@ -31,8 +31,10 @@ from ._version import __version__
 
 __all__ = [
     "RECORD_MODES",
+    "AsyncReplayTransport",
     "CassetteSession",
     "RecordMode",
+    "ReplayTransport",
     "SentRequest",
     "UnusedInteractionsWarning",
     "use_cassette",
@@ -410,3 +412,35 @@ def use_cassette(
         yield session
     finally:
         session.close()
+
+
+class ReplayTransport:
+    """A sync seam transport that only replays a cassette file; it never opens a socket.
+
+    A request with no unplayed match raises :class:`CassetteMissError`. Options are those of
+    :class:`CassetteSession` (``clock``, ``ignore_body``, ``allow_repeats`` ...).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], **options: Any) -> None:
+        self.session = CassetteSession(path, record="none", **options)
+        self._transport = self.session.transport
+
+    def __call__(self, request: TransportRequest) -> TransportResponse:
+        return self._transport(request)
+
+    def close(self) -> None:
+        self.session.close()
+
+
+class AsyncReplayTransport:
+    """The async mirror of :class:`ReplayTransport`."""
+
+    def __init__(self, path: str | os.PathLike[str], **options: Any) -> None:
+        self.session = CassetteSession(path, record="none", **options)
+        self._transport = self.session.async_transport
+
+    async def __call__(self, request: TransportRequest) -> TransportResponse:
+        return await self._transport(request)
+
+    async def aclose(self) -> None:
+        await self.session.aclose()
