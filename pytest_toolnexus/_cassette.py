@@ -477,6 +477,24 @@ def _reject_ext(code: int, data: bytes) -> Any:
     raise MalformedCassette(f"msgpack extension type {code} is not part of the cassette format")
 
 
+# msgpack decodes its timestamp extension (type -1) itself, without calling ``ext_hook``. Its
+# three encodings start with these bytes; only a file that contains one is searched for it.
+_TIMESTAMP_HEADS: Final = (b"\xd6\xff", b"\xd7\xff", b"\xc7\x0c\xff")
+
+
+def _has_timestamp(doc: object) -> bool:
+    stack = [doc]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, msgpack.Timestamp):
+            return True
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return False
+
+
 @dataclass(slots=True)
 class Cassette:
     """An ordered list of interactions plus metadata, tied to a file path."""
@@ -535,6 +553,12 @@ class Cassette:
                 f"{str(exc)[:120]}); restore it from version control or record it again",
                 path=where,
             ) from exc
+        if any(head in data for head in _TIMESTAMP_HEADS) and _has_timestamp(doc):
+            raise CassetteFormatError(
+                f"cassette {where} is corrupt: msgpack extension type -1 (timestamp) is not "
+                "part of the cassette format",
+                path=where,
+            )
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise CassetteFormatError(
                 f"{where} is not a pytest-toolnexus cassette (no format marker "

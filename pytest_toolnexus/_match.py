@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from ._bodies import is_json_type
 from ._cassette import Body, EmptyBody, Interaction, JsonBody, RecordedRequest
 from ._headers import Headers
 from ._redact import CREDENTIAL_QUERY_PARAMS
 from ._seam import RequestBody, TransportRequest
+from ._streams import parse_json_text
 
 __all__ = [
     "BodyPath",
@@ -99,6 +101,26 @@ def _strip(value: Any, paths: Sequence[BodyPath]) -> Any:
     return value
 
 
+def live_body(request: TransportRequest) -> RequestBody:
+    """The body of a live request as the recorder stores it.
+
+    A request that carries only ``content``, or JSON as bytes under a JSON content type, is
+    recorded as parsed JSON; it must be compared the same way, or it would never match.
+    """
+    body = request.body
+    if body is None and request.content:
+        body = request.content
+    if isinstance(body, bytes) and body and is_json_type(request.headers.get("content-type", "")):
+        try:
+            ok, value = parse_json_text(body.decode())
+        except UnicodeDecodeError:
+            ok, value = False, None
+        if ok:
+            parsed: RequestBody = value
+            return parsed
+    return body
+
+
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
@@ -166,7 +188,7 @@ class MatchRules:
         )
 
     def key_of_request(self, request: TransportRequest) -> tuple[Any, ...]:
-        return self.key(request.method, request.url, request.headers, request.body)
+        return self.key(request.method, request.url, request.headers, live_body(request))
 
     def key_of_recorded(self, request: RecordedRequest) -> tuple[Any, ...]:
         return self.key(request.method, request.url, request.headers, request.body)
@@ -236,7 +258,7 @@ class Index:
         """The recorded requests most like ``request``, closest first."""
         url = normalize_url(request.url, self.rules.masked_query)
         path = urlsplit(url).path
-        scored: list[tuple[int, int]] = []
+        scored: list[tuple[int, bool, int]] = []
         for position, interaction in enumerate(self.interactions):
             recorded = interaction.request
             other = normalize_url(recorded.url, self.rules.masked_query)
@@ -245,10 +267,11 @@ class Index:
                 score += 100
             if other != url:
                 score += 10 if urlsplit(other).path == path else 50
-            scored.append((score, position))
+            # Among equally close requests, one not yet played is the likelier intended match.
+            scored.append((score, self.played[position], position))
         scored.sort()
         result: list[Candidate] = []
-        for _, position in scored[:limit]:
+        for _, _, position in scored[:limit]:
             recorded = self.interactions[position].request
             differences, ignorable = describe_difference(self.rules, recorded, request)
             result.append(
@@ -280,7 +303,9 @@ def describe_difference(
         was, now = recorded.headers.get_list(name), request.headers.get_list(name)
         if was != now:
             lines.append(f"header {name}: recorded {was}, sent {now}")
-    body_lines, paths = body_diff(rules.body_value(recorded.body), rules.body_value(request.body))
+    body_lines, paths = body_diff(
+        rules.body_value(recorded.body), rules.body_value(live_body(request))
+    )
     return tuple(lines + body_lines), tuple(paths)
 
 

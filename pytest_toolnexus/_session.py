@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import email.utils
 import json
 import os
 import threading
+import time
+import types
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
@@ -28,20 +31,27 @@ from ._redact import redact_headers, redact_url
 from ._replay import aplay, play
 from ._seam import AsyncTransport, Transport, TransportRequest, TransportResponse
 from ._version import __version__
+from ._virtual import Sleep, VirtualClock
+from ._virtual import install as install_clock
 
 __all__ = [
     "RECORD_MODES",
+    "TIMING_MODES",
     "AsyncReplayTransport",
     "CassetteSession",
     "RecordMode",
     "ReplayTransport",
     "SentRequest",
+    "TimingMode",
     "UnusedInteractionsWarning",
     "use_cassette",
 ]
 
 RecordMode = Literal["none", "once", "new", "all"]
 RECORD_MODES: Final = get_args(RecordMode)
+TimingMode = Literal["virtual", "real", "instant"]
+TIMING_MODES: Final = get_args(TimingMode)
+_REAL_WALL: Final = time.time
 _BODY_PREVIEW: Final = 240
 
 
@@ -53,8 +63,10 @@ class UnusedInteractionsWarning(UserWarning):
 class SentRequest:
     """One request the code under test sent, and what answered it.
 
-    ``sent_at`` and each of ``deliveries`` are clock readings in seconds. ``interaction`` is the
-    cassette position that answered (replayed or newly recorded).
+    Times are seconds on the session's clock since the session started: ``sent_at`` when the
+    request was sent, each of ``deliveries`` when a piece of the response body (an SSE event,
+    an NDJSON line, a chunk, or a whole body) reached the client. ``interaction`` is the
+    cassette position that answered.
     """
 
     method: str
@@ -62,10 +74,28 @@ class SentRequest:
     sent_at: float
     replayed: bool
     interaction: int | None = None
+    status: int | None = None
+    retry_after: str | None = None
     deliveries: list[float] = field(default_factory=list)
+    _origin: float = field(default=0.0, repr=False)
+
+    @property
+    def first_delivery(self) -> float | None:
+        """When the first piece of the body reached the client, or None."""
+        return self.deliveries[0] if self.deliveries else None
+
+    @property
+    def finished_at(self) -> float:
+        """When the last piece reached the client (``sent_at`` when nothing was delivered)."""
+        return self.deliveries[-1] if self.deliveries else self.sent_at
 
     def _deliver(self, number: int, at: float) -> None:
-        self.deliveries.append(at)
+        self.deliveries.append(at - self._origin)
+
+    def _answered(self, response: TransportResponse) -> TransportResponse:
+        self.status = response.status
+        self.retry_after = response.headers.get("retry-after")
+        return response
 
 
 def _summary(request: TransportRequest) -> str:
@@ -97,7 +127,10 @@ class CassetteSession:
         path: str | os.PathLike[str],
         *,
         record: RecordMode = "none",
+        timing: TimingMode = "virtual",
+        speed: float = 1.0,
         clock: Clock | None = None,
+        clock_modules: Iterable[types.ModuleType] = (),
         ignore_body: Iterable[str] = (),
         match_headers: Iterable[str] = (),
         allow_repeats: bool = False,
@@ -110,7 +143,6 @@ class CassetteSession:
             raise ValueError(f"record mode {record!r} is not one of {', '.join(RECORD_MODES)}")
         self.path = Path(path)
         self.record_mode: RecordMode = record
-        self.clock: Clock = clock if clock is not None else InstantClock()
         self.rules = MatchRules.build(ignore_body=ignore_body, match_headers=match_headers)
         self._lock = threading.RLock()
         self._meta = dict(meta or {})
@@ -140,6 +172,46 @@ class CassetteSession:
         self._loaded_count = len(loaded)
         self._index = Index(self.rules, loaded, allow_repeats)
         self._may_record = record in ("new", "all") or (record == "once" and not self.existed)
+        if timing not in TIMING_MODES:
+            raise ValueError(f"timing mode {timing!r} is not one of {', '.join(TIMING_MODES)}")
+        self.timing: TimingMode = timing
+        self.clock: Clock = clock if clock is not None else self._make_clock(timing, speed, loaded)
+        self._clock_modules = tuple(clock_modules)
+        self._uninstall: Callable[[], None] | None = None
+        self._t0 = self.clock.now()
+        if self._may_record:
+            self._meta.setdefault("clock_epoch", round(_REAL_WALL(), 3))
+
+    def _make_clock(self, timing: TimingMode, speed: float, loaded: list[Interaction]) -> Clock:
+        if timing == "instant":
+            return InstantClock()
+        if timing == "real" or self._may_record:
+            # Recording runs on real time: the live server answers in it.
+            return RealClock(speed)
+        return VirtualClock(epoch=_epoch_of(self._meta, loaded))
+
+    # -- the clock ------------------------------------------------------------------------
+
+    def start(self) -> CassetteSession:
+        """Install the virtual clock (when this session uses one). ``with`` calls this."""
+        if isinstance(self.clock, VirtualClock) and self._uninstall is None:
+            self._uninstall = install_clock(self.clock, self._clock_modules)
+        return self
+
+    def _stop_clock(self) -> None:
+        if self._uninstall is not None:
+            self._uninstall()
+            self._uninstall = None
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds on the session's clock since it started (virtual seconds when virtual)."""
+        return self.clock.now() - self._t0
+
+    @property
+    def sleeps(self) -> list[Sleep]:
+        """The waits the code under test made on the virtual clock, in order."""
+        return list(self.clock.sleeps) if isinstance(self.clock, VirtualClock) else []
 
     # -- transports -----------------------------------------------------------------------
 
@@ -166,13 +238,15 @@ class CassetteSession:
             sent, position = self._begin(request)
             if position is not None:
                 interaction = self._index.interactions[position]
-                return play(interaction, request, self.clock, sent.sent_at, sent._deliver)
+                return sent._answered(
+                    play(interaction, request, self.clock, sent._origin, sent._deliver)
+                )
             if recorder is None:
                 recorder = RecordingTransport(
                     live or self._default_live(), self._on_record_factory()
                 )
                 self._recorders.append(recorder)
-            return recorder(request)
+            return sent._answered(recorder(request))
 
         return handle
 
@@ -185,13 +259,15 @@ class CassetteSession:
             sent, position = self._begin(request)
             if position is not None:
                 interaction = self._index.interactions[position]
-                return await aplay(interaction, request, self.clock, sent.sent_at, sent._deliver)
+                return sent._answered(
+                    await aplay(interaction, request, self.clock, sent._origin, sent._deliver)
+                )
             if recorder is None:
                 recorder = AsyncRecordingTransport(
                     live or self._default_async_live(), self._on_record_factory()
                 )
                 self._recorders.append(recorder)
-            return await recorder(request)
+            return sent._answered(await recorder(request))
 
         return handle
 
@@ -223,12 +299,14 @@ class CassetteSession:
             position = self._index.take(request)
             if position is None and not self._may_record:
                 raise self._miss(request)
+            now = self.clock.now()
             sent = SentRequest(
                 request.method,
                 redact_url(request.url),
-                self.clock.now(),
+                now - self._t0,
                 replayed=position is not None,
                 interaction=position,
+                _origin=now,
             )
             self.requests.append(sent)
         return sent, position
@@ -326,6 +404,7 @@ class CassetteSession:
         if self._closed:
             return
         self._closed = True
+        self._stop_clock()
         for recorder in self._recorders:
             recorder.finish_pending()
         for live in self._owned_live:
@@ -369,16 +448,33 @@ class CassetteSession:
         warnings.warn(UnusedInteractionsWarning(message), stacklevel=3)
 
     def __enter__(self) -> CassetteSession:
-        return self
+        return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     async def __aenter__(self) -> CassetteSession:
-        return self
+        return self.start()
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def _epoch_of(meta: Mapping[str, Any], interactions: list[Interaction]) -> float | None:
+    """The wall time at which virtual replay starts: the first recorded ``Date`` header, else
+    the recording's start, so HTTP-date ``Retry-After`` values read as they did live."""
+    for interaction in interactions[:1]:
+        response = interaction.response
+        date = response.headers.get("date") if response is not None else None
+        if date:
+            try:
+                return email.utils.parsedate_to_datetime(date).timestamp()
+            except (TypeError, ValueError):
+                break
+    epoch = meta.get("clock_epoch")
+    if isinstance(epoch, int | float) and not isinstance(epoch, bool):
+        return float(epoch)
+    return None
 
 
 def _redacted(interaction: Interaction) -> Interaction:
@@ -397,17 +493,19 @@ def use_cassette(
     path: str | os.PathLike[str],
     *,
     record: RecordMode = "none",
-    timing: Literal["real", "instant"] = "instant",
-    speed: float = 1.0,
+    timing: TimingMode = "virtual",
     **options: Any,
 ) -> Iterator[CassetteSession]:
     """Use a cassette for the duration of a ``with`` block, then write what was recorded.
 
     >>> with use_cassette("tests/cassettes/chat.msgpack", record="once") as cassette:
     ...     client = openai.OpenAI(http_client=httpx2.Client(transport=cassette.http_transport()))
+
+    With ``timing="virtual"`` (the default) and a replay-only cassette, the virtual clock is
+    installed for the block: sleeps return at once and replayed streams keep their timing.
     """
-    clock: Clock = RealClock(speed) if timing == "real" else InstantClock()
-    session = CassetteSession(path, record=record, clock=clock, **options)
+    session = CassetteSession(path, record=record, timing=timing, **options)
+    session.start()
     try:
         yield session
     finally:

@@ -85,6 +85,7 @@ class SseParser:
         self._buffer = ""
         self._current = SseEvent()
         self._first = True
+        self._after_cr = False
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         text = self._decoder.decode(chunk)
@@ -95,12 +96,16 @@ class SseParser:
         return self._consume(text)
 
     def _consume(self, text: str) -> list[SseEvent]:
+        if not text:
+            return []
+        # A CR that ended the previous chunk already ended its line; an LF starting this
+        # chunk is the second half of that CRLF, not a blank line.
+        if self._after_cr and text.startswith("\n"):
+            text = text[1:]
         self._buffer += text
-        # A CR at the very end may be the first half of a CRLF split across chunks.
-        hold = self._buffer.endswith("\r")
-        work = self._buffer[:-1] if hold else self._buffer
-        *lines, rest = _NEWLINE.split(work)
-        self._buffer = rest + "\r" if hold else rest
+        self._after_cr = self._buffer.endswith("\r")
+        *lines, rest = _NEWLINE.split(self._buffer)
+        self._buffer = rest
         events: list[SseEvent] = []
         for line in lines:
             event = self._line(line)
@@ -135,6 +140,7 @@ class SseParser:
         pending = self._current
         self._buffer = ""
         self._current = SseEvent()
+        self._after_cr = False
         if not tail and pending.empty:
             return ""
         return _render_partial(pending) + tail
