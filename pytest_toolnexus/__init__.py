@@ -16,6 +16,7 @@ from ._errors import (
     WriteError,
     WriteTimeout,
 )
+from ._expect import assert_attempts, assert_incremental, assert_time_to_first_event, assert_waits
 from ._headers import Headers
 from ._live import AsyncLiveTransport, LiveTransport
 from ._seam import (
@@ -41,6 +42,7 @@ from ._session import (
     use_cassette,
 )
 from ._version import __version__
+from ._virtual import Sleep, VirtualClock
 
 __all__ = [
     "PUSHED",
@@ -82,6 +84,7 @@ __all__ = [
     "ReplayError",
     "ReplayTransport",
     "SentRequest",
+    "Sleep",
     "ToolnexusError",
     "Transport",
     "TransportCancelled",
@@ -89,10 +92,15 @@ __all__ = [
     "TransportRequest",
     "TransportResponse",
     "UnusedInteractionsWarning",
+    "VirtualClock",
     "WriteError",
     "WriteTimeout",
     "__version__",
     "acall",
+    "assert_attempts",
+    "assert_incremental",
+    "assert_time_to_first_event",
+    "assert_waits",
     "call",
     "check_response",
     "load_cassette",

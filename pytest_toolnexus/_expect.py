@@ -1,0 +1,170 @@
+"""Assertion helpers for timing: incremental delivery, time to first event, waits and attempts.
+
+Each takes plain numbers (seconds, as the test read them from ``time.monotonic()``) or what a
+:class:`CassetteSession` observed, and fails with a sentence that says what happened.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from ._session import CassetteSession, SentRequest
+
+__all__ = [
+    "assert_attempts",
+    "assert_incremental",
+    "assert_time_to_first_event",
+    "assert_waits",
+]
+
+
+def _s(value: float) -> str:
+    return f"{value:.3f} s"
+
+
+def _times(source: Sequence[float] | SentRequest) -> list[float]:
+    if isinstance(source, SentRequest):
+        return list(source.deliveries)
+    return [float(t) for t in source]
+
+
+def _requests(source: CassetteSession | Sequence[SentRequest]) -> list[SentRequest]:
+    return list(source.requests) if isinstance(source, CassetteSession) else list(source)
+
+
+def assert_incremental(
+    arrivals: Sequence[float] | SentRequest,
+    *,
+    expected: Sequence[float] | None = None,
+    tolerance: float = 0.001,
+    min_spread: float | None = None,
+    what: str = "events",
+) -> None:
+    """Fail unless the pieces of a stream reached the client one by one, over time.
+
+    ``arrivals`` are the times each piece (delta, event) reached the client, or a
+    :class:`SentRequest` (its deliveries). With ``expected``, each arrival must equal its
+    expected time within ``tolerance``; both lists must be read on the same clock, from the
+    same origin. ``min_spread`` asks for at least that long between first and last.
+    """
+    times = _times(arrivals)
+    if len(times) < 2:
+        raise AssertionError(
+            f"cannot judge incremental delivery from {len(times)} {what}; "
+            "a stream needs two or more"
+        )
+    spread = times[-1] - times[0]
+    if spread <= tolerance:
+        raise AssertionError(
+            f"all {len(times)} {what} reached the client at t={_s(times[0])}: "
+            "the stream was buffered, not delivered incrementally"
+        )
+    for number, (before, after) in enumerate(itertools.pairwise(times), start=2):
+        if after < before - tolerance:
+            raise AssertionError(
+                f"{what} arrived out of order: #{number} at t={_s(after)}, "
+                f"before #{number - 1} at t={_s(before)}"
+            )
+    if min_spread is not None and spread < min_spread:
+        raise AssertionError(
+            f"the {len(times)} {what} arrived within {_s(spread)}, "
+            f"expected them spread over at least {_s(min_spread)}"
+        )
+    if expected is not None:
+        wanted = [float(t) for t in expected]
+        if len(wanted) != len(times):
+            raise AssertionError(f"{len(times)} {what} reached the client, expected {len(wanted)}")
+        for number, (got, want) in enumerate(zip(times, wanted, strict=True), start=1):
+            if abs(got - want) > tolerance:
+                raise AssertionError(
+                    f"{what[:-1] if what.endswith('s') else what} #{number} reached the client "
+                    f"at t={_s(got)}, expected t={_s(want)} (tolerance {tolerance * 1000:g} ms)"
+                )
+
+
+def assert_time_to_first_event(
+    arrivals: Sequence[float] | SentRequest,
+    *,
+    sent_at: float | None = None,
+    equals: float | None = None,
+    at_most: float | None = None,
+    at_least: float | None = None,
+    tolerance: float = 0.001,
+    what: str = "event",
+) -> float:
+    """Check the time from sending the request (``sent_at``, or the request's own send time)
+    to the first piece of the body, and return it."""
+    if isinstance(arrivals, SentRequest):
+        origin = arrivals.sent_at if sent_at is None else sent_at
+    elif sent_at is None:
+        raise TypeError("pass sent_at= with a list of arrival times")
+    else:
+        origin = sent_at
+    times = _times(arrivals)
+    if not times:
+        raise AssertionError(f"no {what} reached the client, so there is no time to first {what}")
+    first = times[0] - origin
+    if equals is not None and abs(first - equals) > tolerance:
+        raise AssertionError(
+            f"the first {what} reached the client {_s(first)} after the request was sent, "
+            f"expected {_s(equals)}"
+        )
+    if at_most is not None and first > at_most + tolerance:
+        raise AssertionError(
+            f"time to first {what} was {_s(first)}, more than the allowed {_s(at_most)}"
+        )
+    if at_least is not None and first < at_least - tolerance:
+        raise AssertionError(f"time to first {what} was {_s(first)}, less than {_s(at_least)}")
+    return first
+
+
+def assert_attempts(
+    source: CassetteSession | Sequence[SentRequest], count: int, *, url: str | None = None
+) -> None:
+    """Fail unless exactly ``count`` requests were sent (to URLs containing ``url``, if given)."""
+    requests = [r for r in _requests(source) if url is None or url in r.url]
+    if len(requests) != count:
+        statuses = ", ".join(str(r.status) for r in requests) or "none"
+        where = f" to {url}" if url else ""
+        raise AssertionError(
+            f"expected {count} attempt(s){where}, saw {len(requests)} (statuses: {statuses})"
+        )
+
+
+def assert_waits(
+    source: CassetteSession | Sequence[SentRequest],
+    expected: Sequence[float] | None = None,
+    *,
+    at_least: Sequence[float] | None = None,
+    tolerance: float = 0.001,
+) -> list[float]:
+    """Check the wait before each retry, and return the waits.
+
+    The wait before attempt ``n`` is the time from the end of attempt ``n - 1``'s response to
+    the sending of attempt ``n``. ``expected`` asks for each wait to equal its value within
+    ``tolerance``; ``at_least`` for each to be no shorter.
+    """
+    requests = _requests(source)
+    waits = [later.sent_at - earlier.finished_at for earlier, later in itertools.pairwise(requests)]
+    wanted = expected if expected is not None else at_least
+    if wanted is None:
+        raise TypeError("pass the expected waits, or at_least=")
+    if len(wanted) != len(waits):
+        raise AssertionError(
+            f"expected {len(wanted)} wait(s) between {len(wanted) + 1} attempts, "
+            f"saw {len(requests)} attempt(s) and so {len(waits)} wait(s)"
+        )
+    for number, (seen, want) in enumerate(zip(waits, wanted, strict=True), start=2):
+        previous = requests[number - 2]
+        because = f" (Retry-After: {previous.retry_after})" if previous.retry_after else ""
+        if expected is not None and abs(seen - want) > tolerance:
+            raise AssertionError(
+                f"expected a wait of {want:.1f} s before attempt {number}{because}, saw {_s(seen)}"
+            )
+        if expected is None and seen < want - tolerance:
+            raise AssertionError(
+                f"expected a wait of \u2265 {want:.1f} s before attempt {number}{because}, "
+                f"saw {_s(seen)}"
+            )
+    return waits
