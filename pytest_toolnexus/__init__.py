@@ -2,7 +2,21 @@
 
 from ._bridge import HTTPBridge
 from ._cancel import CancelToken
+from ._cassette import (
+    Cassette,
+    Interaction,
+    RecordedError,
+    RecordedRequest,
+    RecordedResponse,
+    load_cassette,
+)
+from ._clock import Clock, InstantClock, RealClock
 from ._errors import (
+    CassetteError,
+    CassetteFormatError,
+    CassetteMissError,
+    CassetteNotFoundError,
+    CassetteVersionError,
     ConnectError,
     ConnectTimeout,
     ContractError,
@@ -10,6 +24,7 @@ from ._errors import (
     ReadError,
     ReadTimeout,
     RemoteProtocolError,
+    ReplayError,
     ToolnexusError,
     TransportCancelled,
     TransportError,
@@ -19,6 +34,8 @@ from ._errors import (
 from ._expect import assert_attempts, assert_incremental, assert_time_to_first_event, assert_waits
 from ._headers import Headers
 from ._live import AsyncLiveTransport, LiveTransport
+from ._match import MatchRules
+from ._record import AsyncRecordingTransport, RecordingTransport
 from ._seam import (
     PUSHED,
     AsyncByteStream,
