@@ -11,7 +11,7 @@ import json
 import re
 import reprlib
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -28,10 +28,14 @@ __all__ = [
     "Candidate",
     "Index",
     "MatchRules",
+    "Matcher",
     "body_diff",
     "normalize_url",
     "parse_body_path",
 ]
+
+Matcher: TypeAlias = Callable[[TransportRequest, RecordedRequest], bool | None]
+"""Decides whether a recorded request answers a live one; None leaves it to the rules."""
 
 PathPart: TypeAlias = str | int
 BodyPath: TypeAlias = tuple[PathPart, ...]
@@ -212,6 +216,7 @@ class Index:
     rules: MatchRules
     interactions: list[Interaction] = field(default_factory=list)
     allow_repeats: bool = False
+    matcher: Matcher | None = None
     _queues: dict[tuple[Any, ...], deque[int]] = field(default_factory=dict)
     _played_by_key: dict[tuple[Any, ...], list[int]] = field(default_factory=dict)
     played: list[bool] = field(default_factory=list)
@@ -234,6 +239,8 @@ class Index:
 
     def take(self, request: TransportRequest) -> int | None:
         """The position of the interaction to play for ``request``, marked played; or None."""
+        if self.matcher is not None:
+            return self._take_with_matcher(request, self.matcher)
         key = self.rules.key_of_request(request)
         queue = self._queues.get(key)
         if queue:
@@ -246,6 +253,34 @@ class Index:
             if used:
                 return used[-1]
         return None
+
+    def _take_with_matcher(self, request: TransportRequest, matcher: Matcher) -> int | None:
+        """Slow path: ask ``matcher`` about each candidate in order; None defers to the key."""
+        key: tuple[Any, ...] | None = None
+        fallback: int | None = None
+        for position, interaction in enumerate(self.interactions):
+            if self.played[position] and not self.allow_repeats:
+                continue
+            verdict = matcher(request, interaction.request)
+            if verdict is None:
+                if key is None:
+                    key = self.rules.key_of_request(request)
+                verdict = self.rules.key_of_recorded(interaction.request) == key
+            if not verdict:
+                continue
+            if not self.played[position]:
+                self._mark(position)
+                return position
+            fallback = position
+        return fallback
+
+    def _mark(self, position: int) -> None:
+        self.played[position] = True
+        key = self.rules.key_of_recorded(self.interactions[position].request)
+        queue = self._queues.get(key)
+        if queue is not None and position in queue:
+            queue.remove(position)
+        self._played_by_key.setdefault(key, []).append(position)
 
     def already_played(self, request: TransportRequest) -> list[int]:
         """Positions of played interactions with the same key as ``request``."""

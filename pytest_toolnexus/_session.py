@@ -25,7 +25,7 @@ from ._cassette import Cassette, Interaction, RecordedRequest, load_cassette
 from ._clock import Clock, InstantClock, RealClock
 from ._errors import CassetteMissError, CassetteNotFoundError
 from ._live import AsyncLiveTransport, LiveTransport
-from ._match import Index, MatchRules
+from ._match import Index, Matcher, MatchRules
 from ._record import AsyncRecordingTransport, RecordingTransport
 from ._redact import redact_headers, redact_url
 from ._replay import aplay, play
@@ -138,6 +138,10 @@ class CassetteSession:
         async_live: AsyncTransport | None = None,
         meta: Mapping[str, Any] | None = None,
         on_unused: Literal["warn", "error", "ignore"] = "warn",
+        redact: Callable[[Interaction], Interaction] | None = None,
+        matcher: Matcher | None = None,
+        before_write: Callable[[Cassette], None] | None = None,
+        run_id: str | None = None,
     ) -> None:
         if record not in RECORD_MODES:
             raise ValueError(f"record mode {record!r} is not one of {', '.join(RECORD_MODES)}")
@@ -147,6 +151,11 @@ class CassetteSession:
         self._lock = threading.RLock()
         self._meta = dict(meta or {})
         self._on_unused = on_unused
+        self._redact_hook = redact
+        self._before_write = before_write
+        self._run_id = run_id
+        self.misses: list[CassetteMissError] = []
+        self.written = False
         self._live = live
         self._async_live = async_live
         self._owned_live: list[LiveTransport] = []
@@ -170,7 +179,7 @@ class CassetteSession:
             loaded = cassette.interactions
             self._meta = {**cassette.meta, **self._meta}
         self._loaded_count = len(loaded)
-        self._index = Index(self.rules, loaded, allow_repeats)
+        self._index = Index(self.rules, loaded, allow_repeats, matcher)
         self._may_record = record in ("new", "all") or (record == "once" and not self.existed)
         if timing not in TIMING_MODES:
             raise ValueError(f"timing mode {timing!r} is not one of {', '.join(TIMING_MODES)}")
@@ -298,7 +307,9 @@ class CassetteSession:
         with self._lock:
             position = self._index.take(request)
             if position is None and not self._may_record:
-                raise self._miss(request)
+                miss = self._miss(request)
+                self.misses.append(miss)
+                raise miss
             now = self.clock.now()
             sent = SentRequest(
                 request.method,
@@ -319,6 +330,8 @@ class CassetteSession:
         counter = iter(range(10**9))
 
         def on_record(interaction: Interaction) -> None:
+            if self._redact_hook is not None:
+                interaction = self._redact_hook(interaction)
             safe = _redacted(interaction)
             with self._lock:
                 self._recorded[base * 10**9 + next(counter)] = safe
@@ -422,16 +435,31 @@ class CassetteSession:
         recorded = self.recorded
         if not recorded:
             return
-        if self.record_mode == "new" and self.existed:
-            interactions = list(self._index.interactions[: self._loaded_count]) + recorded
-        else:
-            interactions = recorded
-        meta = {
-            **self._meta,
-            "recorded_at": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
-            "recorded_with": f"pytest-toolnexus {__version__}",
-        }
-        Cassette(self.path, interactions, meta).save()
+        with _file_lock(self.path):
+            # Another test (or xdist worker) of this run may have written the same cassette
+            # since it was loaded: merge with what is on disk now instead of overwriting it.
+            on_disk = load_cassette(self.path) if self.path.exists() else None
+            same_run = (
+                on_disk is not None
+                and self._run_id is not None
+                and on_disk.meta.get("run_id") == self._run_id
+            )
+            if on_disk is not None and (same_run or self.record_mode == "new"):
+                base = list(on_disk.interactions)
+            else:
+                base = []
+            meta = {
+                **self._meta,
+                "recorded_at": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
+                "recorded_with": f"pytest-toolnexus {__version__}",
+            }
+            if self._run_id is not None:
+                meta["run_id"] = self._run_id
+            cassette = Cassette(self.path, base + recorded, meta)
+            if self._before_write is not None:
+                self._before_write(cassette)
+            cassette.save()
+            self.written = True
 
     def _report_unused(self) -> None:
         unused = self.unused()
@@ -458,6 +486,24 @@ class CassetteSession:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock beside ``path``, held across processes (xdist workers)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = path.with_name(f".{path.name}.lock")
+    with open(lock_path, "a+b") as handle:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            yield
+            return
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def _epoch_of(meta: Mapping[str, Any], interactions: list[Interaction]) -> float | None:
