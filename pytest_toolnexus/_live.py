@@ -91,17 +91,24 @@ class LiveTransport:
 
     ``LiveTransport()`` owns a plain ``httpx.Client``. Pass ``client=`` to send through your
     own client (httpx or httpx2), or ``transport=`` to send through an httpx/httpx2 transport
-    directly, as the pytest plugin does with a client's original transport.
+    directly, as the pytest plugin does with a client's original transport (then ``library=``
+    names the module, httpx or httpx2, whose requests that transport takes).
     """
 
-    def __init__(self, client: Any | None = None, *, transport: Any | None = None) -> None:
+    def __init__(
+        self,
+        client: Any | None = None,
+        *,
+        transport: Any | None = None,
+        library: ModuleType | None = None,
+    ) -> None:
         if client is not None and transport is not None:
             raise TypeError("pass client= or transport=, not both")
         self._owns_client = client is None and transport is None
         self._client: Any | None = httpx.Client() if self._owns_client else client
         self._transport = transport
         target = transport if transport is not None else self._client
-        self._lib = _compat.library_of(target)
+        self._lib = library if library is not None else _compat.library_of(target)
 
     def __call__(self, request: TransportRequest) -> TransportResponse:
         if request.cancel is not None:
@@ -165,14 +172,20 @@ class LiveTransport:
 class AsyncLiveTransport:
     """The async mirror of :class:`LiveTransport`, over ``httpx.AsyncClient``."""
 
-    def __init__(self, client: Any | None = None, *, transport: Any | None = None) -> None:
+    def __init__(
+        self,
+        client: Any | None = None,
+        *,
+        transport: Any | None = None,
+        library: ModuleType | None = None,
+    ) -> None:
         if client is not None and transport is not None:
             raise TypeError("pass client= or transport=, not both")
         self._owns_client = client is None and transport is None
         self._client: Any | None = httpx.AsyncClient() if self._owns_client else client
         self._transport = transport
         target = transport if transport is not None else self._client
-        self._lib = _compat.library_of(target)
+        self._lib = library if library is not None else _compat.library_of(target)
 
     async def __call__(self, request: TransportRequest) -> TransportResponse:
         if request.cancel is not None:

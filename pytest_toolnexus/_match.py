@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ._bodies import is_json_type
 from ._cassette import Body, EmptyBody, Interaction, JsonBody, RecordedRequest
 from ._headers import Headers
-from ._redact import CREDENTIAL_QUERY_PARAMS
+from ._redact import CREDENTIAL_QUERY_PARAMS, redact_headers
 from ._seam import RequestBody, TransportRequest
 from ._streams import parse_json_text
 
@@ -149,7 +149,9 @@ class MatchRules:
 
     ``ignore_body`` names body paths whose values never matter (``"metadata.request_id"``,
     ``"messages.*.id"``, or ``"root['user']"``). ``match_headers`` names headers that must be
-    equal; none are compared by default, and ``x-stainless-*`` never are.
+    equal; none are compared by default, and ``x-stainless-*`` never are. A credential header
+    (``authorization``, ``x-api-key`` ...) is redacted in the cassette, so naming one only
+    requires it to be present.
     """
 
     ignore_body: tuple[BodyPath, ...] = ()
@@ -182,7 +184,11 @@ class MatchRules:
     ) -> tuple[Any, ...]:
         kind, value = self.body_value(body)
         canonical = _canonical(value) if kind == "json" else value
-        header_values = tuple(tuple(headers.get_list(name)) for name in self.match_headers)
+        header_values: tuple[tuple[str, ...], ...] = ()
+        if self.match_headers:
+            # Credential headers are redacted before a write, so only their presence can match.
+            safe = redact_headers(headers)
+            header_values = tuple(tuple(safe.get_list(name)) for name in self.match_headers)
         return (
             method.upper(),
             normalize_url(url, self.masked_query),
@@ -335,7 +341,8 @@ def describe_difference(
     if recorded_url != sent_url:
         lines.append(f"url: recorded {recorded_url}, sent {sent_url}")
     for name in rules.match_headers:
-        was, now = recorded.headers.get_list(name), request.headers.get_list(name)
+        was = redact_headers(recorded.headers).get_list(name)
+        now = redact_headers(request.headers).get_list(name)
         if was != now:
             lines.append(f"header {name}: recorded {was}, sent {now}")
     body_lines, paths = body_diff(

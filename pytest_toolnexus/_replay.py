@@ -31,6 +31,9 @@ __all__ = ["Delivery", "aplay", "play"]
 Delivery = Callable[[int, float], None]
 """Called as ``(piece_number, clock_time)`` each time a piece reaches the client."""
 
+Ended = Callable[[], None]
+"""Called once the client has read a replayed body to its end (or to its recorded error)."""
+
 
 def _seconds(t_ms: float, clock: Clock) -> float:
     return t_ms / 1000.0 / clock.speed
@@ -90,6 +93,7 @@ def play(
     clock: Clock,
     start: float,
     on_deliver: Delivery | None = None,
+    on_end: Ended | None = None,
 ) -> TransportResponse:
     """The sync response for ``interaction``; ``start`` is the clock time the request was sent."""
     cancel = request.cancel
@@ -108,11 +112,13 @@ def play(
         clock.wait_until(start + _seconds(response.t_end, clock), cancel)
         if on_deliver is not None:
             on_deliver(0, clock.now())
+        if on_end is not None:
+            on_end()
         return fixed
     return TransportResponse(
         response.status,
         response.headers,
-        ByteStream(_pieces(plan, clock, start, cancel, on_deliver)),
+        ByteStream(_pieces(plan, clock, start, cancel, on_deliver, on_end)),
     )
 
 
@@ -122,18 +128,28 @@ def _pieces(
     start: float,
     cancel: CancelToken | None,
     on_deliver: Delivery | None,
+    on_end: Ended | None,
 ) -> Iterator[bytes]:
-    for number, (t_ms, data) in enumerate(plan.pieces):
-        clock.wait_until(start + _seconds(t_ms, clock), cancel)
-        if on_deliver is not None:
-            on_deliver(number, clock.now())
-        yield data
-    if plan.error is not None:
-        clock.wait_until(start + _seconds(plan.error.t, clock), cancel)
-        raise _error(plan.error)
-    if not plan.complete:
-        raise _incomplete(len(plan.pieces))
-    clock.wait_until(start + _seconds(plan.end, clock), cancel)
+    delivered = 0
+    try:
+        for number, (t_ms, data) in enumerate(plan.pieces):
+            clock.wait_until(start + _seconds(t_ms, clock), cancel)
+            if on_deliver is not None:
+                on_deliver(number, clock.now())
+            delivered += 1
+            yield data
+        if plan.error is not None:
+            clock.wait_until(start + _seconds(plan.error.t, clock), cancel)
+            raise _error(plan.error)
+        if not plan.complete:
+            raise _incomplete(len(plan.pieces))
+        clock.wait_until(start + _seconds(plan.end, clock), cancel)
+    finally:
+        # A client that closes the body after its last recorded piece has read all of it:
+        # SSE clients stop at their end marker without asking for more, and a recording made
+        # that way ends there too.
+        if on_end is not None and delivered == len(plan.pieces) and plan.error is None:
+            on_end()
 
 
 async def aplay(
@@ -142,6 +158,7 @@ async def aplay(
     clock: Clock,
     start: float,
     on_deliver: Delivery | None = None,
+    on_end: Ended | None = None,
 ) -> TransportResponse:
     """The async mirror of :func:`play`."""
     cancel = request.cancel
@@ -160,11 +177,13 @@ async def aplay(
         await clock.await_until(start + _seconds(response.t_end, clock), cancel)
         if on_deliver is not None:
             on_deliver(0, clock.now())
+        if on_end is not None:
+            on_end()
         return fixed
     return TransportResponse(
         response.status,
         response.headers,
-        AsyncByteStream(_apieces(plan, clock, start, cancel, on_deliver)),
+        AsyncByteStream(_apieces(plan, clock, start, cancel, on_deliver, on_end)),
     )
 
 
@@ -174,15 +193,22 @@ async def _apieces(
     start: float,
     cancel: CancelToken | None,
     on_deliver: Delivery | None,
+    on_end: Ended | None,
 ) -> AsyncIterator[bytes]:
-    for number, (t_ms, data) in enumerate(plan.pieces):
-        await clock.await_until(start + _seconds(t_ms, clock), cancel)
-        if on_deliver is not None:
-            on_deliver(number, clock.now())
-        yield data
-    if plan.error is not None:
-        await clock.await_until(start + _seconds(plan.error.t, clock), cancel)
-        raise _error(plan.error)
-    if not plan.complete:
-        raise _incomplete(len(plan.pieces))
-    await clock.await_until(start + _seconds(plan.end, clock), cancel)
+    delivered = 0
+    try:
+        for number, (t_ms, data) in enumerate(plan.pieces):
+            await clock.await_until(start + _seconds(t_ms, clock), cancel)
+            if on_deliver is not None:
+                on_deliver(number, clock.now())
+            delivered += 1
+            yield data
+        if plan.error is not None:
+            await clock.await_until(start + _seconds(plan.error.t, clock), cancel)
+            raise _error(plan.error)
+        if not plan.complete:
+            raise _incomplete(len(plan.pieces))
+        await clock.await_until(start + _seconds(plan.end, clock), cancel)
+    finally:
+        if on_end is not None and delivered == len(plan.pieces) and plan.error is None:
+            on_end()

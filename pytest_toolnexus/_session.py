@@ -77,6 +77,7 @@ class SentRequest:
     status: int | None = None
     retry_after: str | None = None
     deliveries: list[float] = field(default_factory=list)
+    complete: bool = False
     _origin: float = field(default=0.0, repr=False)
 
     @property
@@ -92,6 +93,9 @@ class SentRequest:
     def _deliver(self, number: int, at: float) -> None:
         self.deliveries.append(at - self._origin)
 
+    def _ended(self) -> None:
+        self.complete = True
+
     def _answered(self, response: TransportResponse) -> TransportResponse:
         self.status = response.status
         self.retry_after = response.headers.get("retry-after")
@@ -104,12 +108,12 @@ def _summary(request: TransportRequest) -> str:
         return "(no body)"
     if isinstance(body, bytes):
         text = repr(body[:_BODY_PREVIEW])
-        size = len(body)
+        size, cut = len(body), len(body) > _BODY_PREVIEW
     else:
-        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
-        size = len(text)
-        text = text[:_BODY_PREVIEW]
-    more = f" ... ({size} bytes in all)" if size > _BODY_PREVIEW else ""
+        full = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
+        size, cut = len(full.encode()), len(full) > _BODY_PREVIEW
+        text = full[:_BODY_PREVIEW]
+    more = f" ... ({size} bytes in all)" if cut else ""
     return text + more
 
 
@@ -142,6 +146,7 @@ class CassetteSession:
         matcher: Matcher | None = None,
         before_write: Callable[[Cassette], None] | None = None,
         run_id: str | None = None,
+        note: str | None = None,
     ) -> None:
         if record not in RECORD_MODES:
             raise ValueError(f"record mode {record!r} is not one of {', '.join(RECORD_MODES)}")
@@ -154,6 +159,7 @@ class CassetteSession:
         self._redact_hook = redact
         self._before_write = before_write
         self._run_id = run_id
+        self._note = note
         self.misses: list[CassetteMissError] = []
         self.written = False
         self._live = live
@@ -172,7 +178,7 @@ class CassetteSession:
                 raise CassetteNotFoundError(
                     f"cassette {self.path} does not exist, and record mode 'none' only "
                     "replays. Record it once with record mode 'once' (pytest: "
-                    "--cassette-record=once), then commit the file.",
+                    "--cassette-record=once), then commit the file." + _note(note),
                     path=str(self.path),
                 )
             cassette = load_cassette(self.path)
@@ -248,7 +254,7 @@ class CassetteSession:
             if position is not None:
                 interaction = self._index.interactions[position]
                 return sent._answered(
-                    play(interaction, request, self.clock, sent._origin, sent._deliver)
+                    play(interaction, request, self.clock, sent._origin, sent._deliver, sent._ended)
                 )
             if recorder is None:
                 recorder = RecordingTransport(
@@ -269,7 +275,9 @@ class CassetteSession:
             if position is not None:
                 interaction = self._index.interactions[position]
                 return sent._answered(
-                    await aplay(interaction, request, self.clock, sent._origin, sent._deliver)
+                    await aplay(
+                        interaction, request, self.clock, sent._origin, sent._deliver, sent._ended
+                    )
                 )
             if recorder is None:
                 recorder = AsyncRecordingTransport(
@@ -387,6 +395,8 @@ class CassetteSession:
                     f"if those values change from run to run, ignore them: ignore_body=[{names}]"
                 )
         lines += ["", "How to fix:"] + [f"  - {fix}" for fix in fixes]
+        if self._note:
+            lines += ["", self._note]
         return CassetteMissError("\n".join(lines))
 
     # -- end of use -----------------------------------------------------------------------
@@ -399,6 +409,11 @@ class CassetteSession:
                 for i in self._index.unused()
                 if i < self._loaded_count
             ]
+
+    def unconsumed(self) -> list[SentRequest]:
+        """Replayed responses whose body the client never read to the end."""
+        with self._lock:
+            return [r for r in self.requests if r.replayed and not r.complete]
 
     @property
     def recorded(self) -> list[Interaction]:
@@ -486,6 +501,10 @@ class CassetteSession:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def _note(note: str | None) -> str:
+    return f" {note}" if note else ""
 
 
 @contextlib.contextmanager

@@ -1,15 +1,421 @@
-"""The pytest plugin, loaded through the ``pytest11`` entry point."""
+"""The pytest plugin: ``@pytest.mark.cassette``, the ``cassette`` fixtures, options and hooks.
+
+Loaded through the ``pytest11`` entry point. A test with the marker (or that asks for the
+``cassette`` fixture) has every httpx and httpx2 client it creates served by its cassette.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import uuid
+import warnings
+from collections.abc import Generator, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
 import pytest
 
-__all__ = ["pytest_configure"]
+from . import _hookspecs
+from ._cassette import Cassette, Interaction, RecordedRequest
+from ._patch import patch_http_clients
+from ._seam import AsyncTransport, Transport, TransportRequest
+from ._session import RECORD_MODES, TIMING_MODES, CassetteSession, UnusedInteractionsWarning
+from ._settings import UNUSED_POLICIES, CassetteOptions, default_cassette_path, layer
+
+__all__ = [
+    "cassette",
+    "cassette_async_transport",
+    "cassette_config",
+    "cassette_transport",
+    "pytest_addhooks",
+    "pytest_addoption",
+    "pytest_configure",
+    "pytest_runtest_makereport",
+    "pytest_terminal_summary",
+]
+
+_STATS: Final = pytest.StashKey["_Stats"]()
+_RUN_ID: Final = pytest.StashKey[str]()
+_CALL_FAILED: Final = pytest.StashKey[bool]()
+_CI_FALSE: Final = frozenset({"", "0", "false", "no"})
+
+
+@dataclass
+class _Stats:
+    """What the run did with cassettes; merged from xdist workers on the controller."""
+
+    replayed: set[str] = field(default_factory=set)
+    recorded: set[str] = field(default_factory=set)
+    written: set[str] = field(default_factory=set)
+    used: set[str] = field(default_factory=set)
+    unused: list[tuple[str, str, list[str]]] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "replayed": sorted(self.replayed),
+                "recorded": sorted(self.recorded),
+                "written": sorted(self.written),
+                "used": sorted(self.used),
+                "unused": self.unused,
+            }
+        )
+
+    def merge_json(self, text: str) -> None:
+        data = json.loads(text)
+        self.replayed.update(data["replayed"])
+        self.recorded.update(data["recorded"])
+        self.written.update(data["written"])
+        self.used.update(data["used"])
+        self.unused.extend((a, b, list(c)) for a, b, c in data["unused"])
+
+
+# -- options and configuration ------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("toolnexus", "pytest-toolnexus: record and replay HTTP traffic")
+    group.addoption(
+        "--cassette-record",
+        choices=RECORD_MODES,
+        default=None,
+        help="record mode for every cassette: none (replay only, the default), once, new, all. "
+        "Given here it overrides markers and config, and permits recording when CI is set.",
+    )
+    group.addoption(
+        "--cassette-timing",
+        choices=TIMING_MODES,
+        default=None,
+        help="how replay treats recorded timing: virtual (default), real, instant",
+    )
+    group.addoption(
+        "--cassette-dir",
+        default=None,
+        help="folder for cassettes (default: cassettes/ under the rootdir)",
+    )
+    group.addoption(
+        "--cassette-allow-hosts",
+        default=None,
+        help="comma-separated host names whose traffic bypasses cassettes (e.g. localhost)",
+    )
+    group.addoption(
+        "--cassette-unused",
+        choices=UNUSED_POLICIES,
+        default=None,
+        help="what to do at teardown when recorded interactions were never played, or a "
+        "replayed stream was never read to its end: warn (default), fail, ignore",
+    )
+    group.addoption(
+        "--cassette-report-unused-files",
+        action="store_true",
+        default=False,
+        help="list cassette files under the cassette folder that no test of this run used",
+    )
+    parser.addini("cassette_record", "default record mode (none, once, new, all)", default="none")
+    parser.addini(
+        "cassette_timing", "default timing mode (virtual, real, instant)", default="virtual"
+    )
+    parser.addini("cassette_dir", "cassette folder, relative to the rootdir", default="cassettes")
+    parser.addini(
+        "cassette_allow_hosts",
+        "host names whose traffic bypasses cassettes",
+        type="args",
+        default=[],
+    )
+    parser.addini("cassette_unused", "warn, fail or ignore unused interactions", default="warn")
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(_hookspecs)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "cassette(name=None, **options): serve this test's HTTP traffic from a "
-        "pytest-toolnexus cassette",
+        "cassette(name=None, *, record=, timing=, speed=, ignore_body=, match_headers=, "
+        "allow_repeats=, allow_hosts=, unused=, meta=): serve this test's httpx/httpx2 "
+        "traffic from a pytest-toolnexus cassette",
     )
+    config.stash[_STATS] = _Stats()
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "toolnexus_run_id" in workerinput:
+        config.stash[_RUN_ID] = workerinput["toolnexus_run_id"]
+    else:
+        config.stash[_RUN_ID] = uuid.uuid4().hex
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistHooks(config), "toolnexus-xdist")
+
+
+class _XdistHooks:
+    """Hands the run id to xdist workers, and gathers their statistics."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self._config = config
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["toolnexus_run_id"] = self._config.stash[_RUN_ID]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        text = getattr(node, "workeroutput", {}).get("toolnexus_stats")
+        if text:
+            self._config.stash[_STATS].merge_json(text)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["toolnexus_stats"] = session.config.stash[_STATS].to_json()
+
+
+def _ini_options(config: pytest.Config) -> dict[str, Any]:
+    return {
+        "record": config.getini("cassette_record"),
+        "timing": config.getini("cassette_timing"),
+        "allow_hosts": config.getini("cassette_allow_hosts"),
+        "unused": config.getini("cassette_unused"),
+    }
+
+
+def _cli_options(config: pytest.Config) -> dict[str, Any]:
+    hosts = config.getoption("cassette_allow_hosts")
+    return {
+        "record": config.getoption("cassette_record"),
+        "timing": config.getoption("cassette_timing"),
+        "allow_hosts": hosts,
+        "unused": config.getoption("cassette_unused"),
+    }
+
+
+def _base_dir(config: pytest.Config) -> Path:
+    given = config.getoption("cassette_dir") or config.getini("cassette_dir")
+    path = Path(given)
+    return path if path.is_absolute() else config.rootpath / path
+
+
+def _options(item: pytest.Item, config_fixture: Mapping[str, Any]) -> CassetteOptions:
+    config = item.config
+    try:
+        options = layer(CassetteOptions(), _ini_options(config), "the ini file")
+        options = layer(options, config_fixture, "the cassette_config fixture")
+        for marker in reversed(list(item.iter_markers("cassette"))):
+            values = dict(marker.kwargs)
+            if marker.args:
+                if len(marker.args) > 1:
+                    raise TypeError(
+                        "@pytest.mark.cassette takes one positional argument, the cassette name"
+                    )
+                values["name"] = marker.args[0]
+            options = layer(options, values, "@pytest.mark.cassette")
+        return layer(options, _cli_options(config), "the command line")
+    except TypeError as exc:
+        raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in _CI_FALSE
+
+
+def _cassette_path(item: pytest.Item, options: CassetteOptions) -> Path:
+    config = item.config
+    base = _base_dir(config)
+    default = default_cassette_path(base, config.rootpath, item.path, item.name, options.name)
+    chosen = config.hook.pytest_toolnexus_cassette_path(item=item, default=default)
+    if chosen is None:
+        return default
+    path = Path(chosen)
+    return path if path.is_absolute() else base / path
+
+
+# -- fixtures -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cassette_config() -> Mapping[str, Any]:
+    """Default cassette options for a module or conftest; override it to return a dict."""
+    return {}
+
+
+@pytest.fixture
+def cassette(
+    request: pytest.FixtureRequest, cassette_config: Mapping[str, Any]
+) -> Iterator[CassetteSession]:
+    """This test's cassette: serves its HTTP traffic and records what was sent and when."""
+    item = request.node
+    assert isinstance(item, pytest.Item)
+    config = item.config
+    options = _options(item, cassette_config)
+    record = options.record
+    note = None
+    if record != "none" and _in_ci() and config.getoption("cassette_record") is None:
+        note = (
+            f"Recording is off because CI is set in the environment (this test asked for "
+            f"record mode {record!r}); pass --cassette-record={record} to record in CI."
+        )
+        record = "none"
+    path = _cassette_path(item, options)
+    hook = config.hook
+    matcher = None
+    if hook.pytest_toolnexus_match.get_hookimpls():
+
+        def matcher(live: TransportRequest, recorded: RecordedRequest) -> bool | None:
+            verdict: bool | None = hook.pytest_toolnexus_match(
+                request=live, recorded=recorded, item=item
+            )
+            return verdict
+
+    def redact(interaction: Interaction) -> Interaction:
+        result: Interaction | None = hook.pytest_toolnexus_redact(
+            interaction=interaction, item=item
+        )
+        return interaction if result is None else result
+
+    def before_write(cassette: Cassette) -> None:
+        hook.pytest_toolnexus_before_write(cassette=cassette, item=item)
+
+    module = getattr(item, "module", None)
+    session = CassetteSession(
+        path,
+        record=record,
+        timing=options.timing,
+        speed=options.speed,
+        ignore_body=options.ignore_body,
+        match_headers=options.match_headers,
+        allow_repeats=options.allow_repeats,
+        meta=options.meta,
+        on_unused="ignore",
+        redact=redact,
+        matcher=matcher,
+        before_write=before_write,
+        run_id=config.stash[_RUN_ID],
+        note=note,
+        clock_modules=(module,) if module is not None else (),
+    )
+    undo = patch_http_clients(session, options.allow_hosts)
+    session.start()
+    try:
+        yield session
+    finally:
+        undo()
+        try:
+            session.close()
+        finally:
+            _report(item, session, options)
+
+
+@pytest.fixture
+def cassette_transport(cassette: CassetteSession) -> Transport:
+    """A sync seam Transport served by this test's cassette, for clients that take one."""
+    return cassette.transport
+
+
+@pytest.fixture
+def cassette_async_transport(cassette: CassetteSession) -> AsyncTransport:
+    """An async seam Transport served by this test's cassette, for clients that take one."""
+    return cassette.async_transport
+
+
+@pytest.fixture(autouse=True)
+def _toolnexus_marker(request: pytest.FixtureRequest) -> None:
+    """Activate the cassette for tests that carry the marker but do not ask for the fixture."""
+    if request.node.get_closest_marker("cassette") is not None:
+        request.getfixturevalue("cassette")
+
+
+# -- teardown checks and the end-of-run summary -------------------------------------------------
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[_CALL_FAILED] = True
+    return report
+
+
+def _report(item: pytest.Item, session: CassetteSession, options: CassetteOptions) -> None:
+    stats = item.config.stash[_STATS]
+    shown = _shown(item.config, session.path)
+    stats.used.add(shown)
+    if any(r.replayed for r in session.requests):
+        stats.replayed.add(shown)
+    if session.recorded:
+        stats.recorded.add(shown)
+    if session.written:
+        stats.written.add(shown)
+    test_failed = item.stash.get(_CALL_FAILED, False)
+    if session.misses and not test_failed:
+        pytest.fail(
+            "the code under test caught and hid a cassette miss; the request had no "
+            f"recording:\n\n{session.misses[0]}",
+            pytrace=False,
+        )
+    problems: list[str] = []
+    if options.name is None and session.record_mode != "all":
+        unused = session.unused()
+        if unused:
+            listed = [f"#{i} {r.method} {r.url}" for i, r in unused]
+            stats.unused.append((item.nodeid, shown, listed))
+            problems.append(
+                f"{len(unused)} recorded interaction(s) in {shown} were never played: "
+                + "; ".join(listed[:5])
+                + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")
+            )
+    unread = session.unconsumed()
+    if unread:
+        problems.append(
+            f"{len(unread)} replayed response(s) were never read to the end: "
+            + "; ".join(f"{r.method} {r.url}" for r in unread[:5])
+        )
+    if not problems or options.unused == "ignore" or test_failed:
+        return
+    message = f"{item.nodeid}: " + " | ".join(problems)
+    if options.unused == "fail":
+        pytest.fail(message, pytrace=False)
+    warnings.warn(UnusedInteractionsWarning(message), stacklevel=1)
+
+
+def _shown(config: pytest.Config, path: Path) -> str:
+    try:
+        return str(path.relative_to(config.rootpath))
+    except ValueError:
+        return str(path)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if getattr(config, "workerinput", None) is not None:
+        return
+    stats = config.stash.get(_STATS, None)
+    if stats is None:
+        return
+    show_files = config.getoption("cassette_report_unused_files")
+    if not stats.used and not show_files:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section("pytest-toolnexus")
+    write(
+        f"cassettes: {len(stats.used)} used, {len(stats.replayed)} replayed, "
+        f"{len(stats.recorded)} recorded, {len(stats.written)} written"
+    )
+    for path in sorted(stats.written):
+        write(f"  written: {path}")
+    if stats.unused:
+        write("unused interactions:")
+        for nodeid, path, listed in sorted(stats.unused):
+            write(f"  {nodeid}: {len(listed)} in {path}")
+            for entry in listed[:5]:
+                write(f"    {entry}")
+    if show_files:
+        base = _base_dir(config)
+        on_disk = (
+            sorted(_shown(config, p) for p in base.rglob("*.msgpack")) if base.exists() else []
+        )
+        idle = [p for p in on_disk if p not in stats.used]
+        write(f"cassettes no test used: {len(idle)}")
+        for path in idle:
+            write(f"  {path}")

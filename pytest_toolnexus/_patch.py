@@ -1,0 +1,120 @@
+"""Serving every httpx and httpx2 client from a cassette, with no change to the client.
+
+One method per transport class is replaced: ``HTTPTransport.handle_request`` and
+``AsyncHTTPTransport.handle_async_request``, in httpx and in httpx2. Each transport then
+answers through the cassette, and what the cassette records goes out through that same
+transport's original method, so proxies, TLS and limits configured on the client still apply.
+Transports a user passed in explicitly (``MockTransport``, a bridge) are left alone.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterable
+from types import ModuleType
+from typing import Any
+from urllib.parse import urlsplit
+
+from . import _compat
+from ._bridge import HTTPBridge
+from ._live import AsyncLiveTransport, LiveTransport
+from ._session import CassetteSession
+
+__all__ = ["host_allowed", "patch_http_clients"]
+
+
+def host_allowed(host: str, allowed: Iterable[str]) -> bool:
+    """Whether ``host`` is named in ``allowed`` (exact names, or ``*.suffix`` wildcards)."""
+    host = host.lower().strip("[]")
+    for pattern in allowed:
+        pattern = pattern.lower().strip().strip("[]")
+        if not pattern:
+            continue
+        if pattern == host or (pattern.startswith("*.") and host.endswith(pattern[1:])):
+            return True
+    return False
+
+
+class _Original:
+    """The unpatched send of one transport, shaped like a transport for LiveTransport."""
+
+    def __init__(self, transport: Any, send: Callable[..., Any]) -> None:
+        self._transport = transport
+        self._send = send
+
+    def handle_request(self, request: Any) -> Any:
+        return self._send(self._transport, request)
+
+    async def handle_async_request(self, request: Any) -> Any:
+        return await self._send(self._transport, request)
+
+
+def patch_http_clients(
+    session: CassetteSession, allow_hosts: Iterable[str] = ()
+) -> Callable[[], None]:
+    """Route every httpx/httpx2 ``HTTPTransport`` through ``session``; returns the undo.
+
+    Requests to ``allow_hosts`` go straight to the network, neither replayed nor recorded.
+    """
+    allowed = tuple(allow_hosts)
+    saved: list[tuple[type, str, Any]] = []
+    bridges: weakref.WeakKeyDictionary[Any, HTTPBridge] = weakref.WeakKeyDictionary()
+
+    def sync_bridge(transport: Any, lib: ModuleType, send: Callable[..., Any]) -> HTTPBridge:
+        bridge = bridges.get(transport)
+        if bridge is None:
+            live = LiveTransport(transport=_Original(transport, send), library=lib)
+            bridge = HTTPBridge(session.transport_for(live))
+            bridges[transport] = bridge
+        return bridge
+
+    def async_bridge(transport: Any, lib: ModuleType, send: Callable[..., Any]) -> HTTPBridge:
+        bridge = bridges.get(transport)
+        if bridge is None:
+            live = AsyncLiveTransport(transport=_Original(transport, send), library=lib)
+            bridge = HTTPBridge(async_transport=session.async_transport_for(live))
+            bridges[transport] = bridge
+        return bridge
+
+    for lib in _compat.libraries():
+        sync_cls: type = lib.HTTPTransport
+        async_cls: type = lib.AsyncHTTPTransport
+        original_sync = sync_cls.__dict__["handle_request"]
+        original_async = async_cls.__dict__["handle_async_request"]
+
+        def handle_request(
+            self: Any,
+            request: Any,
+            _send: Callable[..., Any] = original_sync,
+            _lib: ModuleType = lib,
+        ) -> Any:
+            if allowed and host_allowed(_host(request), allowed):
+                return _send(self, request)
+            return sync_bridge(self, _lib, _send).handle_request(request)
+
+        async def handle_async_request(
+            self: Any,
+            request: Any,
+            _send: Callable[..., Any] = original_async,
+            _lib: ModuleType = lib,
+        ) -> Any:
+            if allowed and host_allowed(_host(request), allowed):
+                return await _send(self, request)
+            return await async_bridge(self, _lib, _send).handle_async_request(request)
+
+        saved.append((sync_cls, "handle_request", original_sync))
+        saved.append((async_cls, "handle_async_request", original_async))
+        type.__setattr__(sync_cls, "handle_request", handle_request)
+        type.__setattr__(async_cls, "handle_async_request", handle_async_request)
+
+    def undo() -> None:
+        while saved:
+            cls, name, original = saved.pop()
+            type.__setattr__(cls, name, original)
+        bridges.clear()
+
+    return undo
+
+
+def _host(request: Any) -> str:
+    return urlsplit(str(request.url)).hostname or ""

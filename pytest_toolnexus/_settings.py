@@ -1,0 +1,125 @@
+"""The options of one cassette, layered: ini file, then the ``cassette_config`` fixture, then
+the marker, then the command line; and the default cassette file name for a test."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Final
+
+from ._session import RECORD_MODES, TIMING_MODES, RecordMode, TimingMode
+
+__all__ = [
+    "OPTION_NAMES",
+    "UNUSED_POLICIES",
+    "CassetteOptions",
+    "cassette_file_name",
+    "default_cassette_path",
+    "layer",
+]
+
+UNUSED_POLICIES: Final = ("warn", "fail", "ignore")
+_MAX_NAME: Final = 100
+_UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True, slots=True)
+class CassetteOptions:
+    """Everything a test's cassette can be told. See docs/pytest.md for each option."""
+
+    name: str | None = None
+    record: RecordMode = "none"
+    timing: TimingMode = "virtual"
+    speed: float = 1.0
+    ignore_body: tuple[str, ...] = ()
+    match_headers: tuple[str, ...] = ()
+    allow_repeats: bool = False
+    allow_hosts: tuple[str, ...] = ()
+    unused: str = "warn"
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+OPTION_NAMES: Final = tuple(f.name for f in fields(CassetteOptions))
+
+
+def _strings(value: Any, option: str, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    if isinstance(value, Iterable) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise TypeError(f"{where}: {option} must be a list of strings, got {value!r}")
+
+
+def layer(base: CassetteOptions, values: Mapping[str, Any], where: str) -> CassetteOptions:
+    """``base`` with ``values`` laid over it; ``where`` names the layer in error messages."""
+    changes: dict[str, Any] = {}
+    for key, value in values.items():
+        if value is None:
+            continue
+        if key not in OPTION_NAMES:
+            known = ", ".join(OPTION_NAMES)
+            raise TypeError(f"{where}: unknown cassette option {key!r}; the options are {known}")
+        if key == "record" and value not in RECORD_MODES:
+            raise TypeError(
+                f"{where}: record={value!r} is not a record mode ({', '.join(RECORD_MODES)})"
+            )
+        if key == "timing" and value not in TIMING_MODES:
+            raise TypeError(
+                f"{where}: timing={value!r} is not a timing mode ({', '.join(TIMING_MODES)})"
+            )
+        if key == "unused" and value not in UNUSED_POLICIES:
+            raise TypeError(f"{where}: unused={value!r} is not one of {', '.join(UNUSED_POLICIES)}")
+        if key == "speed" and (
+            isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
+        ):
+            raise TypeError(f"{where}: speed must be a positive number, got {value!r}")
+        if key == "allow_repeats" and not isinstance(value, bool):
+            raise TypeError(f"{where}: allow_repeats must be True or False, got {value!r}")
+        if key == "name" and (not isinstance(value, str) or not value.strip()):
+            raise TypeError(f"{where}: the cassette name must be a non-empty string")
+        if key == "meta" and not isinstance(value, Mapping):
+            raise TypeError(f"{where}: meta must be a mapping")
+        if key in ("ignore_body", "match_headers", "allow_hosts"):
+            value = _strings(value, key, where)
+        changes[key] = value
+    return replace(base, **changes)
+
+
+def cassette_file_name(test_name: str) -> str:
+    """A safe, bounded file name (without extension) for a test or parametrized test id."""
+    readable = test_name.replace("[", "-").replace("]", "")
+    safe = _UNSAFE.sub("_", readable).strip("._-") or "cassette"
+    if len(safe) > _MAX_NAME:
+        digest = hashlib.sha256(test_name.encode()).hexdigest()[:12]
+        safe = f"{safe[: _MAX_NAME - 13]}-{digest}"
+    return safe
+
+
+def default_cassette_path(
+    base_dir: Path, rootdir: Path, test_path: Path, test_name: str, name: str | None
+) -> Path:
+    """``<base_dir>/<test file relative to rootdir, no suffix>/<name>.msgpack``.
+
+    A ``name`` with a slash is taken relative to ``base_dir`` instead; a name is used as given
+    (after making it safe), so tests can share a cassette by naming the same one.
+    """
+    try:
+        relative = test_path.relative_to(rootdir)
+    except ValueError:
+        relative = Path(test_path.name)
+    folder = base_dir / relative.with_suffix("")
+    if name is None:
+        return folder / f"{cassette_file_name(test_name)}.msgpack"
+    target = Path(name)
+    if target.is_absolute() or ".." in target.parts:
+        raise ValueError(
+            f"cassette name {name!r} must be a relative path inside the cassette directory"
+        )
+    if target.suffix != ".msgpack":
+        target = target.with_name(f"{cassette_file_name(target.name)}.msgpack")
+    if len(target.parts) > 1:
+        return base_dir / target
+    return folder / target
