@@ -53,6 +53,9 @@ __all__ = [
     "recorded_request",
 ]
 
+Observer = Callable[[int, float], None]
+"""Told ``(piece_number, real_monotonic_time)`` as each stored piece of a body completes."""
+
 _NDJSON_TYPES: Final = ("application/x-ndjson", "application/jsonl", "application/json-seq")
 
 
@@ -106,7 +109,9 @@ class BodyRecorder:
         self._events: list[dict[str, object]] = []
         self._buffer: list[bytes] = []
 
-    def feed(self, chunk: bytes, t_ms: float) -> None:
+    def feed(self, chunk: bytes, t_ms: float) -> int:
+        """Take one chunk; returns how many stored pieces (events, lines, chunks) it completed."""
+        before = len(self._events)
         if self._sse is not None:
             self._events.extend(sse_event_doc(t_ms, e) for e in self._sse.feed(chunk))
         elif self._ndjson is not None:
@@ -116,6 +121,7 @@ class BodyRecorder:
             self._buffer.append(chunk)
         elif chunk:
             self._events.append({"t": round(t_ms, 3), "data": chunk})
+        return len(self._events) - before
 
     def finish(self) -> Body:
         if self._sse is not None:
@@ -136,6 +142,8 @@ class _Recording:
     """One interaction in flight: it is handed to ``on_record`` exactly once, when it ends."""
 
     def __init__(self, request: TransportRequest, on_record: Callable[[Interaction], None]) -> None:
+        self.observe: Observer | None = None
+        self._pieces = 0
         self.request = recorded_request(request)
         self._on_record = on_record
         self._start = real_monotonic()
@@ -169,6 +177,8 @@ class _Recording:
             return
         if isinstance(body, Pushed):
             raise TransportError("recording needs a pull stream; the live transport pushed")
+        if self.observe is not None:
+            self.observe(0, real_monotonic())
         self._emit(
             Interaction(
                 self.request,
@@ -184,7 +194,12 @@ class _Recording:
 
     def chunk(self, data: bytes) -> None:
         assert self._body is not None
-        self._body.feed(data, self.elapsed())
+        completed = self._body.feed(data, self.elapsed())
+        if self.observe is not None and completed:
+            at = real_monotonic()
+            for _ in range(completed):
+                self.observe(self._pieces, at)
+                self._pieces += 1
 
     def ended(self, *, complete: bool, error: BaseException | None = None) -> None:
         if self._done or self._body is None:
@@ -257,8 +272,11 @@ class RecordingTransport:
         """Save every stream still open as incomplete; returns how many there were."""
         return self._inflight.finish_all()
 
-    def __call__(self, request: TransportRequest) -> TransportResponse:
+    def __call__(
+        self, request: TransportRequest, *, observe: Observer | None = None
+    ) -> TransportResponse:
         recording = self._inflight.start(request, self._on_record)
+        recording.observe = observe
         try:
             response = call(self._live, request)
         except Exception as exc:
@@ -309,8 +327,11 @@ class AsyncRecordingTransport:
         """Save every stream still open as incomplete; returns how many there were."""
         return self._inflight.finish_all()
 
-    async def __call__(self, request: TransportRequest) -> TransportResponse:
+    async def __call__(
+        self, request: TransportRequest, *, observe: Observer | None = None
+    ) -> TransportResponse:
         recording = self._inflight.start(request, self._on_record)
+        recording.observe = observe
         try:
             response = await acall(self._live, request)
         except Exception as exc:

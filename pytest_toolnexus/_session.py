@@ -9,8 +9,10 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import email.utils
+import hashlib
 import json
 import os
+import tempfile
 import threading
 import time
 import types
@@ -29,9 +31,9 @@ from ._match import Index, Matcher, MatchRules
 from ._record import AsyncRecordingTransport, RecordingTransport
 from ._redact import redact_headers, redact_url
 from ._replay import aplay, play
-from ._seam import AsyncTransport, Transport, TransportRequest, TransportResponse
+from ._seam import AsyncTransport, RequestBody, Transport, TransportRequest, TransportResponse
 from ._version import __version__
-from ._virtual import Sleep, VirtualClock
+from ._virtual import Sleep, VirtualClock, observe_sleeps
 from ._virtual import install as install_clock
 
 __all__ = [
@@ -66,7 +68,8 @@ class SentRequest:
     Times are seconds on the session's clock since the session started: ``sent_at`` when the
     request was sent, each of ``deliveries`` when a piece of the response body (an SSE event,
     an NDJSON line, a chunk, or a whole body) reached the client. ``interaction`` is the
-    cassette position that answered.
+    cassette position that answered, and ``body`` the request body as the client sent it
+    (parsed JSON, or bytes).
     """
 
     method: str
@@ -76,6 +79,7 @@ class SentRequest:
     interaction: int | None = None
     status: int | None = None
     retry_after: str | None = None
+    body: RequestBody = None
     deliveries: list[float] = field(default_factory=list)
     complete: bool = False
     _origin: float = field(default=0.0, repr=False)
@@ -193,6 +197,7 @@ class CassetteSession:
         self.clock: Clock = clock if clock is not None else self._make_clock(timing, speed, loaded)
         self._clock_modules = tuple(clock_modules)
         self._uninstall: Callable[[], None] | None = None
+        self._sleeps: list[Sleep] = []
         self._t0 = self.clock.now()
         if self._may_record:
             self._meta.setdefault("clock_epoch", round(_REAL_WALL(), 3))
@@ -208,9 +213,15 @@ class CassetteSession:
     # -- the clock ------------------------------------------------------------------------
 
     def start(self) -> CassetteSession:
-        """Install the virtual clock (when this session uses one). ``with`` calls this."""
-        if isinstance(self.clock, VirtualClock) and self._uninstall is None:
-            self._uninstall = install_clock(self.clock, self._clock_modules)
+        """Install the virtual clock (or, with other clocks, a watch on sleeps).
+
+        ``with`` and the pytest plugin call this for you.
+        """
+        if self._uninstall is None:
+            if isinstance(self.clock, VirtualClock):
+                self._uninstall = install_clock(self.clock, self._clock_modules)
+            else:
+                self._uninstall = observe_sleeps(self._sleeps, self._t0)
         return self
 
     def _stop_clock(self) -> None:
@@ -225,8 +236,10 @@ class CassetteSession:
 
     @property
     def sleeps(self) -> list[Sleep]:
-        """The waits the code under test made on the virtual clock, in order."""
-        return list(self.clock.sleeps) if isinstance(self.clock, VirtualClock) else []
+        """The waits the code under test made while the session was started, in order."""
+        return (
+            list(self.clock.sleeps) if isinstance(self.clock, VirtualClock) else list(self._sleeps)
+        )
 
     # -- transports -----------------------------------------------------------------------
 
@@ -261,7 +274,7 @@ class CassetteSession:
                     live or self._default_live(), self._on_record_factory()
                 )
                 self._recorders.append(recorder)
-            return sent._answered(recorder(request))
+            return sent._answered(recorder(request, observe=sent._deliver))
 
         return handle
 
@@ -284,7 +297,7 @@ class CassetteSession:
                     live or self._default_async_live(), self._on_record_factory()
                 )
                 self._recorders.append(recorder)
-            return sent._answered(await recorder(request))
+            return sent._answered(await recorder(request, observe=sent._deliver))
 
         return handle
 
@@ -325,6 +338,7 @@ class CassetteSession:
                 now - self._t0,
                 replayed=position is not None,
                 interaction=position,
+                body=request.body,
                 _origin=now,
             )
             self.requests.append(sent)
@@ -509,9 +523,13 @@ def _note(note: str | None) -> str:
 
 @contextlib.contextmanager
 def _file_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock beside ``path``, held across processes (xdist workers)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = path.with_name(f".{path.name}.lock")
+    """An exclusive lock on ``path``, held across processes (xdist workers).
+
+    The lock file lives in the temp folder, named after the cassette's absolute path, so the
+    cassette folder that users commit stays clean.
+    """
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24]
+    lock_path = Path(tempfile.gettempdir()) / f"pytest-toolnexus-{digest}.lock"
     with open(lock_path, "a+b") as handle:
         try:
             import fcntl

@@ -37,6 +37,7 @@ def parse_json_text(text: str) -> tuple[bool, Any]:
 
 
 def storable(value: Any) -> bool:
+    """True when msgpack can store ``value`` and read it back: string keys, 64-bit integers."""
     if isinstance(value, bool) or value is None or isinstance(value, str | float):
         return True
     if isinstance(value, int):
@@ -44,7 +45,7 @@ def storable(value: Any) -> bool:
     if isinstance(value, list):
         return all(storable(v) for v in value)
     if isinstance(value, dict):
-        return all(storable(v) for v in value.values())
+        return all(isinstance(k, str) and storable(v) for k, v in value.items())
     return False
 
 

@@ -24,7 +24,7 @@ import anyio.lowlevel
 from ._cancel import CancelToken
 from ._clock import real_monotonic
 
-__all__ = ["Sleep", "VirtualClock", "install"]
+__all__ = ["Sleep", "VirtualClock", "install", "observe_sleeps"]
 
 _REAL: Final = types.SimpleNamespace(
     time=_time.time,
@@ -287,6 +287,58 @@ def install(clock: VirtualClock, modules: Iterable[types.ModuleType] = ()) -> Ca
     except BaseException:
         _restore(saved)
         raise
+
+    def uninstall() -> None:
+        if saved:
+            _restore(saved)
+
+    return uninstall
+
+
+def observe_sleeps(log: list[Sleep], origin: float) -> Callable[[], None]:
+    """Note every ``time.sleep``, ``asyncio.sleep``, ``anyio.sleep`` and ``trio.sleep`` in
+    ``log`` (times in seconds since ``origin``, a real monotonic reading) while still sleeping
+    for real. Returns the undo. Used with the real and instant clocks."""
+    global _installed
+    with _install_lock:
+        if _installed:
+            raise RuntimeError("a virtual clock or sleep watch is already installed")
+        _installed = True
+
+    def noted(kind: str, seconds: float) -> None:
+        log.append(Sleep(kind, real_monotonic() - origin, float(seconds)))
+
+    def sleep(seconds: float) -> None:
+        noted("time.sleep", seconds)
+        _REAL.sleep(seconds)
+
+    async def asyncio_sleep(delay: float, result: Any = None) -> Any:
+        noted("asyncio.sleep", delay)
+        return await _REAL.asyncio_sleep(delay, result)
+
+    saved: list[tuple[Any, str, Any]] = []
+
+    def put(module: Any, name: str, replacement: Any) -> None:
+        saved.append((module, name, module.__dict__[name]))
+        setattr(module, name, replacement)
+
+    put(_time, "sleep", sleep)
+    put(asyncio, "sleep", asyncio_sleep)
+    tasks = sys.modules.get("asyncio.tasks")
+    if tasks is not None and tasks.__dict__.get("sleep") is _REAL.asyncio_sleep:
+        put(tasks, "sleep", asyncio_sleep)
+    for name in ("anyio", "trio"):
+        module = sys.modules.get(name)
+        if module is not None:
+            real = module.sleep
+
+            async def library_sleep(
+                delay: float, _real: Any = real, _kind: str = f"{name}.sleep"
+            ) -> None:
+                noted(_kind, delay)
+                await _real(delay)
+
+            put(module, "sleep", library_sleep)
 
     def uninstall() -> None:
         if saved:

@@ -861,10 +861,12 @@ class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, emulator: Emulator, stopping: threading.Event) -> None:
+    allow_reuse_address = True
+
+    def __init__(self, emulator: Emulator, stopping: threading.Event, port: int = 0) -> None:
         self.emulator = emulator
         self.stopping = stopping
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(("127.0.0.1", port), _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client resetting or timing out its connection is routine, not an error.
@@ -959,7 +961,9 @@ class Emulator:
         delay: float = 0.0,
         first_event_delay: float = 0.0,
         gzip: bool = False,
+        port: int = 0,
     ) -> None:
+        self._port = port
         self._lock = threading.Condition()
         self._config = EmulatorConfig(events, delay, first_event_delay, gzip)
         self._requests: list[ReceivedRequest] = []
@@ -975,12 +979,12 @@ class Emulator:
     # -- lifecycle ------------------------------------------------------------------
 
     def start(self) -> Emulator:
-        """Bind a fresh ephemeral port on 127.0.0.1 and serve in a daemon thread."""
+        """Bind 127.0.0.1 (an ephemeral port unless ``port`` was given) and serve in a thread."""
         with self._lock:
             if self._server is not None:
                 raise RuntimeError("emulator already running")
             self._stopping = threading.Event()
-            server = _Server(self, self._stopping)
+            server = _Server(self, self._stopping, self._port)
             host, port = server.server_address[:2]
             self._address = (str(host), int(port))
             self._server = server
