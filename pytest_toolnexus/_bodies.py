@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
+import math
+from typing import Final
 from urllib.parse import parse_qsl, urlsplit
 
 from ._headers import Headers
 from ._seam import JSONValue, RequestBody
 
-__all__ = ["decode_body", "encode_json", "is_json_type", "wants_stream"]
+__all__ = [
+    "decode_body",
+    "encode_json",
+    "is_json_type",
+    "wants_stream",
+    "wire_problem",
+]
 
 _STREAM_TYPES = ("text/event-stream", "application/x-ndjson", "application/jsonl")
 
@@ -57,3 +65,36 @@ def wants_stream(url: str, headers: Headers, body: RequestBody) -> bool:
         return True
     query = urlsplit(url).query
     return bool(query) and ("alt", "sse") in parse_qsl(query)
+
+
+_SAFE_INTEGER: Final = 2**53
+
+
+def wire_problem(value: object, path: str = "root") -> str | None:
+    """Where a parsed body holds what no wire could carry, or None.
+
+    NaN and the infinities are not JSON (``json.dumps(allow_nan=False)`` refuses them), and an
+    integer beyond 2**53 does not survive a JSON parser that reads numbers as doubles.
+    """
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return None
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return f"{path} is {value!r}, which is not JSON"
+        return None
+    if isinstance(value, int):
+        if abs(value) > _SAFE_INTEGER:
+            return f"{path} is {value}, beyond 2**53, where JSON numbers lose precision"
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = wire_problem(item, f"{path}[{key!r}]")
+            if found:
+                return found
+        return None
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = wire_problem(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None

@@ -519,6 +519,26 @@ class Cassette:
             ) from exc
         return packed
 
+    def validate(self) -> None:
+        """Check every part that loading leaves for later (stream events, lines and chunks).
+
+        Raises :class:`CassetteFormatError` naming the file and the interaction.
+        """
+        for index, interaction in enumerate(self.interactions):
+            response = interaction.response
+            if response is None:
+                continue
+            body = response.body
+            try:
+                if isinstance(body, SseBody | NdjsonBody | ChunksBody):
+                    for _ in body.pieces():
+                        pass
+            except (MalformedCassette, TypeError, ValueError, RecursionError) as exc:
+                raise CassetteFormatError(
+                    f"cassette {self.path} is corrupt at interaction {index}: {exc}",
+                    path=str(self.path),
+                ) from exc
+
     def save(self) -> None:
         """Write atomically: a temp file beside the target, fsync, then ``os.replace``."""
         write_atomic(self.path, self.to_bytes())
@@ -597,12 +617,13 @@ class Cassette:
         return cls(path=path, interactions=interactions, meta=meta)
 
 
-def load_cassette(path: str | os.PathLike[str]) -> Cassette:
+def load_cassette(path: str | os.PathLike[str], *, validate: bool = False) -> Cassette:
     """Read and validate a cassette file.
 
     Raises :class:`CassetteNotFoundError` when it does not exist, :class:`CassetteVersionError`
     when it is newer than this library, and :class:`CassetteFormatError` when it is empty,
     truncated, corrupt or not a cassette. A broken file is never read as an empty cassette.
+    Stream events are checked when replayed; ``validate=True`` checks them now.
     """
     target = Path(path)
     try:
@@ -613,7 +634,10 @@ def load_cassette(path: str | os.PathLike[str]) -> Cassette:
         raise CassetteFormatError(
             f"cassette path {target} is a directory", path=str(target)
         ) from exc
-    return Cassette.from_bytes(data, target)
+    cassette = Cassette.from_bytes(data, target)
+    if validate:
+        cassette.validate()
+    return cassette
 
 
 def _umask() -> int:

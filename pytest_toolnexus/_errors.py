@@ -16,14 +16,17 @@ __all__ = [
     "ConnectError",
     "ConnectTimeout",
     "ContractError",
+    "NetworkBlockedError",
     "PoolTimeout",
     "ReadError",
     "ReadTimeout",
     "RemoteProtocolError",
     "ReplayError",
+    "SecretFoundError",
     "ToolnexusError",
     "TransportCancelled",
     "TransportError",
+    "WireCheckError",
     "WriteError",
     "WriteTimeout",
 ]
@@ -136,6 +139,19 @@ class CassetteFormatError(CassetteError):
 
 class CassetteVersionError(CassetteError):
     """The cassette was written by a newer format version than this library reads."""
+
+
+class SecretFoundError(CassetteError):
+    """A secret was found in what was about to be written; nothing was written."""
+
+
+class NetworkBlockedError(ToolnexusError, OSError):
+    """A connection was attempted while a replay-only cassette was active."""
+
+
+class WireCheckError(ToolnexusError, ValueError):
+    """A request body holds a value no JSON encoder would put on the wire (NaN, Infinity, or an
+    integer beyond 2**53)."""
 
 
 class CassetteMissError(ToolnexusError):

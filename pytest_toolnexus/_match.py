@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ._bodies import is_json_type
 from ._cassette import Body, EmptyBody, Interaction, JsonBody, RecordedRequest
 from ._headers import Headers
-from ._redact import CREDENTIAL_QUERY_PARAMS, redact_headers
+from ._redact import ACCOUNT_KEYS, CREDENTIAL_QUERY_PARAMS, mask_keys, redact_headers
 from ._seam import RequestBody, TransportRequest
 from ._streams import parse_json_text
 
@@ -157,6 +157,7 @@ class MatchRules:
     ignore_body: tuple[BodyPath, ...] = ()
     match_headers: tuple[str, ...] = ()
     masked_query: frozenset[str] = CREDENTIAL_QUERY_PARAMS
+    masked_keys: frozenset[str] = ACCOUNT_KEYS
 
     @classmethod
     def build(
@@ -170,13 +171,13 @@ class MatchRules:
     def body_value(self, body: RequestBody | Body) -> tuple[str, Any]:
         """The comparable form of a live or recorded body."""
         if isinstance(body, JsonBody):
-            return "json", _strip(body.value, self.ignore_body)
+            return "json", _strip(mask_keys(body.value, self.masked_keys), self.ignore_body)
         if isinstance(body, EmptyBody) or body is None or body == b"":
             return "raw", b""
         if isinstance(body, bytes):
             return "raw", body
         if isinstance(body, dict | list | str | int | float | bool):
-            return "json", _strip(body, self.ignore_body)
+            return "json", _strip(mask_keys(body, self.masked_keys), self.ignore_body)
         return "raw", body.content()
 
     def key(

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ._headers import Headers
 
 __all__ = [
+    "ACCOUNT_KEYS",
     "CREDENTIAL_HEADERS",
     "CREDENTIAL_QUERY_PARAMS",
     "REDACTED",
+    "mask_keys",
+    "mask_value",
     "redact_headers",
     "redact_url",
 ]
@@ -81,3 +84,42 @@ def redact_url(url: str) -> str:
         for name, value in pairs
     ]
     return urlunsplit(parts._replace(query=urlencode(masked)))
+
+
+ACCOUNT_KEYS: Final = frozenset({"user_id", "account_id", "organization", "org_id"})
+"""Body keys (ADR 0027) whose values identify an account: masked at any depth, shape kept."""
+
+
+def mask_value(value: Any) -> Any:
+    """The placeholder for a masked value, of the same JSON type where that means anything."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return 0
+    if isinstance(value, float):
+        return 0.0
+    if value is None:
+        return None
+    return REDACTED
+
+
+def mask_keys(value: Any, keys: frozenset[str] = ACCOUNT_KEYS) -> Any:
+    """A copy of a JSON value with the value of every key in ``keys`` masked, at any depth.
+
+    Containers under a masked key are masked whole. Returns ``value`` itself when nothing
+    needed masking, so the common case allocates nothing.
+    """
+    if isinstance(value, dict):
+        changed = False
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            masked = mask_value(item) if key in keys else mask_keys(item, keys)
+            changed = changed or masked is not item
+            out[key] = masked
+        return out if changed else value
+    if isinstance(value, list):
+        items = [mask_keys(item, keys) for item in value]
+        if any(new is not old for new, old in zip(items, value, strict=True)):
+            return items
+        return value
+    return value

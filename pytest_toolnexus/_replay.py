@@ -16,7 +16,6 @@ from ._cassette import (
     EmptyBody,
     Interaction,
     JsonBody,
-    MalformedCassette,
     NdjsonBody,
     RecordedError,
     RecordedResponse,
@@ -55,6 +54,7 @@ class _Plan:
 
 
 def _plan(response: RecordedResponse) -> _Plan:
+    """Raises :class:`MalformedCassette` when a stored piece is broken."""
     body = response.body
     if isinstance(body, SseBody | NdjsonBody | ChunksBody):
         pieces = list(body.pieces())
@@ -102,10 +102,7 @@ def play(
         raise _error(interaction.error)
     response = interaction.response
     assert response is not None
-    try:
-        plan = _plan(response)
-    except MalformedCassette as exc:
-        raise ReplayError(f"the recorded response is malformed: {exc}") from exc
+    plan = _plan(response)
     clock.wait_until(start + _seconds(response.t_headers, clock), cancel)
     fixed = _fixed(interaction, request)
     if fixed is not None:
@@ -167,10 +164,7 @@ async def aplay(
         raise _error(interaction.error)
     response = interaction.response
     assert response is not None
-    try:
-        plan = _plan(response)
-    except MalformedCassette as exc:
-        raise ReplayError(f"the recorded response is malformed: {exc}") from exc
+    plan = _plan(response)
     await clock.await_until(start + _seconds(response.t_headers, clock), cancel)
     fixed = _fixed(interaction, request)
     if fixed is not None:

@@ -22,16 +22,34 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
+from ._bodies import wire_problem
 from ._bridge import HTTPBridge
-from ._cassette import Cassette, Interaction, RecordedRequest, load_cassette
+from ._cassette import (
+    Body,
+    Cassette,
+    Interaction,
+    JsonBody,
+    MalformedCassette,
+    NdjsonBody,
+    RecordedRequest,
+    SseBody,
+    load_cassette,
+)
 from ._clock import Clock, InstantClock, RealClock
-from ._errors import CassetteMissError, CassetteNotFoundError
+from ._errors import (
+    CassetteFormatError,
+    CassetteMissError,
+    CassetteNotFoundError,
+    SecretFoundError,
+    WireCheckError,
+)
 from ._live import AsyncLiveTransport, LiveTransport
 from ._match import Index, Matcher, MatchRules
 from ._record import AsyncRecordingTransport, RecordingTransport
-from ._redact import redact_headers, redact_url
+from ._redact import mask_keys, redact_headers, redact_url
 from ._replay import aplay, play
 from ._seam import AsyncTransport, RequestBody, Transport, TransportRequest, TransportResponse
+from ._secrets import SecretScanner
 from ._version import __version__
 from ._virtual import Sleep, VirtualClock, observe_sleeps
 from ._virtual import install as install_clock
@@ -151,6 +169,8 @@ class CassetteSession:
         before_write: Callable[[Cassette], None] | None = None,
         run_id: str | None = None,
         note: str | None = None,
+        allow_secrets: Iterable[str] = (),
+        wire_check: bool = True,
     ) -> None:
         if record not in RECORD_MODES:
             raise ValueError(f"record mode {record!r} is not one of {', '.join(RECORD_MODES)}")
@@ -164,6 +184,8 @@ class CassetteSession:
         self._before_write = before_write
         self._run_id = run_id
         self._note = note
+        self._allow_secrets = tuple(allow_secrets)
+        self._wire_check = wire_check
         self.misses: list[CassetteMissError] = []
         self.written = False
         self._live = live
@@ -209,6 +231,11 @@ class CassetteSession:
             # Recording runs on real time: the live server answers in it.
             return RealClock(speed)
         return VirtualClock(epoch=_epoch_of(self._meta, loaded))
+
+    @property
+    def replay_only(self) -> bool:
+        """True when nothing this session serves may come from the network."""
+        return not self._may_record
 
     # -- the clock ------------------------------------------------------------------------
 
@@ -266,9 +293,11 @@ class CassetteSession:
             sent, position = self._begin(request)
             if position is not None:
                 interaction = self._index.interactions[position]
-                return sent._answered(
-                    play(interaction, request, self.clock, sent._origin, sent._deliver, sent._ended)
-                )
+                with self._malformed(position):
+                    response = play(
+                        interaction, request, self.clock, sent._origin, sent._deliver, sent._ended
+                    )
+                return sent._answered(response)
             if recorder is None:
                 recorder = RecordingTransport(
                     live or self._default_live(), self._on_record_factory()
@@ -287,11 +316,11 @@ class CassetteSession:
             sent, position = self._begin(request)
             if position is not None:
                 interaction = self._index.interactions[position]
-                return sent._answered(
-                    await aplay(
+                with self._malformed(position):
+                    response = await aplay(
                         interaction, request, self.clock, sent._origin, sent._deliver, sent._ended
                     )
-                )
+                return sent._answered(response)
             if recorder is None:
                 recorder = AsyncRecordingTransport(
                     live or self._default_async_live(), self._on_record_factory()
@@ -300,6 +329,16 @@ class CassetteSession:
             return sent._answered(await recorder(request, observe=sent._deliver))
 
         return handle
+
+    @contextlib.contextmanager
+    def _malformed(self, position: int) -> Iterator[None]:
+        try:
+            yield
+        except MalformedCassette as exc:
+            raise CassetteFormatError(
+                f"cassette {self.path} is corrupt at interaction {position}: {exc}",
+                path=str(self.path),
+            ) from exc
 
     def _default_live(self) -> Transport:
         if self._live is not None:
@@ -325,6 +364,15 @@ class CassetteSession:
                 f"cassette {self.path} is closed; {request.method} {request.url} came after "
                 "the end of the block or test that used it"
             )
+        if self._wire_check and not isinstance(request.body, bytes):
+            problem = wire_problem(request.body)
+            if problem is not None:
+                raise WireCheckError(
+                    f"{request.method} {redact_url(request.url)}: the request body cannot be "
+                    f"sent: {problem}. A real client could never have sent this request, so "
+                    "the test would describe something that cannot happen. Fix the value, or "
+                    "turn the check off with wire_check=False."
+                )
         with self._lock:
             position = self._index.take(request)
             if position is None and not self._may_record:
@@ -487,8 +535,23 @@ class CassetteSession:
             cassette = Cassette(self.path, base + recorded, meta)
             if self._before_write is not None:
                 self._before_write(cassette)
+            self._refuse_secrets(cassette)
             cassette.save()
             self.written = True
+
+    def _refuse_secrets(self, cassette: Cassette) -> None:
+        hits = SecretScanner(allow=self._allow_secrets).scan(cassette.interactions)
+        if not hits:
+            return
+        listing = "\n".join(f"  - {hit}" for hit in hits[:10])
+        more = f"\n  ... and {len(hits) - 10} more" if len(hits) > 10 else ""
+        raise SecretFoundError(
+            f"cassette {self.path} was not written: it would hold {len(hits)} secret(s)\n"
+            f"{listing}{more}\n"
+            "Redact them with the pytest_toolnexus_redact hook (or the redact= option), or, "
+            "for a value that is a known fake, list it in allow_secrets.",
+            path=str(self.path),
+        )
 
     def _report_unused(self) -> None:
         unused = self.unused()
@@ -560,14 +623,33 @@ def _epoch_of(meta: Mapping[str, Any], interactions: list[Interaction]) -> float
     return None
 
 
+def _masked_body(body: Body) -> Body:
+    """``body`` with account-identifier keys masked, inside SSE and NDJSON payloads too."""
+    if isinstance(body, JsonBody):
+        value = mask_keys(body.value)
+        return body if value is body.value else JsonBody(value)
+    if isinstance(body, SseBody):
+        events = [mask_keys(dict(e)) if "data" in e else e for e in body.events]
+        return SseBody(events, body.tail)
+    if isinstance(body, NdjsonBody):
+        lines = [mask_keys(dict(line)) if "value" in line else line for line in body.lines]
+        return NdjsonBody(lines, body.tail)
+    return body
+
+
 def _redacted(interaction: Interaction) -> Interaction:
     request = interaction.request
     safe_request = RecordedRequest(
-        request.method, redact_url(request.url), redact_headers(request.headers), request.body
+        request.method,
+        redact_url(request.url),
+        redact_headers(request.headers),
+        _masked_body(request.body),
     )
     response = interaction.response
     if response is not None:
-        response = replace(response, headers=redact_headers(response.headers))
+        response = replace(
+            response, headers=redact_headers(response.headers), body=_masked_body(response.body)
+        )
     return Interaction(safe_request, response, interaction.error)
 
 

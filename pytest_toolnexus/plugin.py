@@ -23,6 +23,7 @@ from ._patch import patch_http_clients
 from ._seam import AsyncTransport, Transport, TransportRequest
 from ._session import RECORD_MODES, TIMING_MODES, CassetteSession, UnusedInteractionsWarning
 from ._settings import UNUSED_POLICIES, CassetteOptions, default_cassette_path, layer
+from ._tripwire import arm_tripwire
 
 __all__ = [
     "cassette",
@@ -295,10 +296,19 @@ def cassette(
         clock_modules=(module,) if module is not None else (),
     )
     undo = patch_http_clients(session, options.allow_hosts)
+    disarm = (
+        arm_tripwire(
+            cassette=_shown(config, path), mode=session.record_mode, allow_hosts=options.allow_hosts
+        )
+        if session.replay_only
+        else None
+    )
     session.start()
     try:
         yield session
     finally:
+        if disarm is not None:
+            disarm()
         undo()
         try:
             session.close()

@@ -1,0 +1,165 @@
+"""The secret scan run before any cassette is written, and by ``pytest-toolnexus check``.
+
+Every string leaf of every interaction is read: URLs, header values, JSON values, SSE event
+payloads and comments, NDJSON lines, text bodies, byte chunks decoded as text, error messages.
+A hit names the interaction and the path inside it, and what kind of secret it looks like;
+the secret itself is never printed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ._cassette import (
+    BytesBody,
+    ChunksBody,
+    Interaction,
+    JsonBody,
+    NdjsonBody,
+    RecordedError,
+    SseBody,
+    TextBody,
+)
+
+__all__ = ["PATTERNS", "SecretHit", "SecretScanner"]
+
+PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
+    ("an Anthropic API key (sk-ant-...)", re.compile(r"sk-ant-[A-Za-z0-9_-]{20,}")),
+    ("an OpenAI project key (sk-proj-...)", re.compile(r"sk-proj-[A-Za-z0-9_-]{20,}")),
+    ("an OpenAI-style API key (sk-...)", re.compile(r"\bsk-[A-Za-z0-9_-]{20,}")),
+    ("a Google API key (AIza...)", re.compile(r"AIza[0-9A-Za-z_-]{35}")),
+    ("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    (
+        "a JSON Web Token",
+        re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    ),
+    ("a private key block", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")),
+    ("a bearer token", re.compile(r"\b[Bb]earer\s+[A-Za-z0-9._~+/-]{16,}=*")),
+)
+"""What a secret looks like: a description, and the pattern."""
+
+_ENV_NAME: Final = re.compile(r"(?:_API_KEY|_TOKEN|_SECRET|_PASSWORD)$", re.IGNORECASE)
+_MIN_ENV_VALUE: Final = 8
+
+
+@dataclass(frozen=True, slots=True)
+class SecretHit:
+    """One secret found: where it sits and what it looks like (never the value)."""
+
+    interaction: int
+    path: str
+    kind: str
+
+    def __str__(self) -> str:
+        return f"interaction #{self.interaction}, {self.path}: {self.kind}"
+
+
+class SecretScanner:
+    """Finds secret-shaped strings and the values of credential-like environment variables.
+
+    ``allow`` lists exact strings that are known fakes; a match that is one of them, or that
+    sits inside one of them, is not a hit.
+    """
+
+    def __init__(
+        self, *, allow: Iterable[str] = (), environ: Mapping[str, str] | None = None
+    ) -> None:
+        self._allow = tuple(a for a in allow if a)
+        env = os.environ if environ is None else environ
+        self._env_values = sorted(
+            {
+                (name, value)
+                for name, value in env.items()
+                if _ENV_NAME.search(name) and len(value) >= _MIN_ENV_VALUE
+            },
+            key=lambda pair: -len(pair[1]),
+        )
+
+    def _allowed(self, text: str, start: int, end: int) -> bool:
+        found = text[start:end]
+        return any(found in fake or fake in found for fake in self._allow)
+
+    def kind_of(self, text: str) -> str | None:
+        """What secret ``text`` holds, or None."""
+        if not text:
+            return None
+        for name, value in self._env_values:
+            at = text.find(value)
+            if at >= 0 and not self._allowed(text, at, at + len(value)):
+                return f"the value of the environment variable {name}"
+        for kind, pattern in PATTERNS:
+            for match in pattern.finditer(text):
+                if not self._allowed(text, match.start(), match.end()):
+                    return kind
+        return None
+
+    def scan(self, interactions: Iterable[Interaction]) -> list[SecretHit]:
+        """Every hit in ``interactions``, in order."""
+        hits: list[SecretHit] = []
+        for number, interaction in enumerate(interactions):
+            for path, text in _leaves(interaction):
+                kind = self.kind_of(text)
+                if kind is not None:
+                    hits.append(SecretHit(number, path, kind))
+        return hits
+
+
+def _json_leaves(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield f"{path}[{key!r}] (key)", str(key)
+            yield from _json_leaves(item, f"{path}[{key!r}]")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _json_leaves(item, f"{path}[{index}]")
+
+
+def _body_leaves(body: object, path: str) -> Iterator[tuple[str, str]]:
+    if isinstance(body, JsonBody):
+        yield from _json_leaves(body.value, f"{path}.value")
+    elif isinstance(body, TextBody):
+        yield f"{path}.text", body.text
+    elif isinstance(body, BytesBody):
+        yield f"{path}.data", body.data.decode("utf-8", "ignore")
+    elif isinstance(body, SseBody):
+        for index, event in enumerate(body.events):
+            yield from _json_leaves(dict(event), f"{path}.events[{index}]")
+        yield f"{path}.tail", body.tail
+    elif isinstance(body, NdjsonBody):
+        for index, line in enumerate(body.lines):
+            yield from _json_leaves(dict(line), f"{path}.lines[{index}]")
+        yield f"{path}.tail", body.tail
+    elif isinstance(body, ChunksBody):
+        joined = b"".join(
+            c["data"]
+            for c in body.chunks
+            if isinstance(c, Mapping) and isinstance(c.get("data"), bytes)
+        )
+        # Joined, so a secret split across two chunks is still found.
+        yield f"{path}.chunks", joined.decode("utf-8", "ignore")
+
+
+def _error_leaves(error: RecordedError | None, path: str) -> Iterator[tuple[str, str]]:
+    if error is not None:
+        yield f"{path}.message", error.message
+
+
+def _leaves(interaction: Interaction) -> Iterator[tuple[str, str]]:
+    request = interaction.request
+    yield "request.url", request.url
+    for name, value in request.headers.multi_items():
+        yield f"request.headers[{name!r}]", value
+    yield from _body_leaves(request.body, "request.body")
+    response = interaction.response
+    if response is not None:
+        for name, value in response.headers.multi_items():
+            yield f"response.headers[{name!r}]", value
+        yield from _body_leaves(response.body, "response.body")
+        yield from _error_leaves(response.error, "response.error")
+    yield from _error_leaves(interaction.error, "error")
