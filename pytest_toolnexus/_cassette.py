@@ -371,7 +371,7 @@ class RecordedResponse:
 
     ``t_headers`` is when the status and headers arrived, ``t_end`` when the body ended (or was
     abandoned). ``error`` is a transport failure that cut the body short. ``complete`` is false
-    when the client closed the stream before its end, so the rest was never seen.
+    when the client closed or cancelled the stream before its end, so the rest was never seen.
     """
 
     status: int

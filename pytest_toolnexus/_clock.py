@@ -23,6 +23,14 @@ _real_sleep: Final = time.sleep
 _SLICE: Final = 0.05
 
 
+async def _real_async_sleep(seconds: float) -> None:
+    """Wait on the event loop's own clock without calling ``anyio.sleep`` or ``trio.sleep``:
+    the sleep watch of the real and instant modes patches those to note the waits of the code
+    under test, and replay's own waits are not among them."""
+    with anyio.move_on_after(seconds):
+        await anyio.Event().wait()
+
+
 class Clock(Protocol):
     """What replay needs of time: a reading, and waits to a deadline on that reading.
 
@@ -73,7 +81,7 @@ class RealClock:
             remaining = deadline - real_monotonic()
             if remaining <= 0:
                 return
-            await anyio.sleep(min(remaining, _SLICE) if cancel is not None else remaining)
+            await _real_async_sleep(min(remaining, _SLICE) if cancel is not None else remaining)
 
     def __repr__(self) -> str:
         return f"RealClock(speed={self._speed})"

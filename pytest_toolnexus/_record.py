@@ -28,7 +28,7 @@ from ._cassette import (
     sse_event_doc,
 )
 from ._clock import real_monotonic
-from ._errors import TransportError
+from ._errors import TransportCancelled, TransportError
 from ._headers import Headers
 from ._seam import (
     AsyncByteStream,
@@ -303,7 +303,8 @@ def _tee(stream: ByteStream, recording: _Recording) -> Iterator[bytes]:
         for chunk in stream:
             recording.chunk(chunk)
             yield chunk
-    except GeneratorExit:
+    except (GeneratorExit, TransportCancelled):
+        # The client let go (closed or cancelled): the rest of the stream was never seen.
         recording.ended(complete=False)
         raise
     except Exception as exc:
@@ -360,7 +361,7 @@ async def _atee(stream: AsyncByteStream, recording: _Recording) -> AsyncIterator
         async for chunk in stream:
             recording.chunk(chunk)
             yield chunk
-    except GeneratorExit:
+    except (GeneratorExit, TransportCancelled):
         recording.ended(complete=False)
         raise
     except Exception as exc:

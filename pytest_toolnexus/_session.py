@@ -43,11 +43,12 @@ from ._errors import (
     SecretFoundError,
     WireCheckError,
 )
+from ._faults import Fault, FaultSet, shape_all
 from ._live import AsyncLiveTransport, LiveTransport
 from ._match import Index, Matcher, MatchRules
 from ._record import AsyncRecordingTransport, RecordingTransport
 from ._redact import mask_keys, redact_headers, redact_url
-from ._replay import aplay, play
+from ._replay import Plan, Shaper, aplay, play
 from ._seam import AsyncTransport, RequestBody, Transport, TransportRequest, TransportResponse
 from ._secrets import SecretScanner
 from ._version import __version__
@@ -86,8 +87,9 @@ class SentRequest:
     Times are seconds on the session's clock since the session started: ``sent_at`` when the
     request was sent, each of ``deliveries`` when a piece of the response body (an SSE event,
     an NDJSON line, a chunk, or a whole body) reached the client. ``interaction`` is the
-    cassette position that answered, and ``body`` the request body as the client sent it
-    (parsed JSON, or bytes).
+    cassette position that answered (None for an answer a fault made up), ``body`` the request
+    body as the client sent it (parsed JSON, or bytes), and ``faults`` what each injected fault
+    did to this request.
     """
 
     method: str
@@ -98,6 +100,7 @@ class SentRequest:
     status: int | None = None
     retry_after: str | None = None
     body: RequestBody = None
+    faults: list[str] = field(default_factory=list)
     deliveries: list[float] = field(default_factory=list)
     complete: bool = False
     _origin: float = field(default=0.0, repr=False)
@@ -122,6 +125,16 @@ class SentRequest:
         self.status = response.status
         self.retry_after = response.headers.get("retry-after")
         return response
+
+
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """How one request will be answered: an interaction to play (None: record it live)."""
+
+    sent: SentRequest
+    interaction: Interaction | None
+    position: int | None
+    shape: Shaper | None
 
 
 def _summary(request: TransportRequest) -> str:
@@ -171,6 +184,7 @@ class CassetteSession:
         note: str | None = None,
         allow_secrets: Iterable[str] = (),
         wire_check: bool = True,
+        faults: Iterable[Fault] = (),
     ) -> None:
         if record not in RECORD_MODES:
             raise ValueError(f"record mode {record!r} is not one of {', '.join(RECORD_MODES)}")
@@ -186,6 +200,7 @@ class CassetteSession:
         self._note = note
         self._allow_secrets = tuple(allow_secrets)
         self._wire_check = wire_check
+        self._faults = FaultSet(faults)
         self.misses: list[CassetteMissError] = []
         self.written = False
         self._live = live
@@ -290,12 +305,18 @@ class CassetteSession:
 
         def handle(request: TransportRequest) -> TransportResponse:
             nonlocal recorder
-            sent, position = self._begin(request)
-            if position is not None:
-                interaction = self._index.interactions[position]
-                with self._malformed(position):
+            turn = self._begin(request)
+            sent = turn.sent
+            if turn.interaction is not None:
+                with self._malformed(turn.position):
                     response = play(
-                        interaction, request, self.clock, sent._origin, sent._deliver, sent._ended
+                        turn.interaction,
+                        request,
+                        self.clock,
+                        sent._origin,
+                        sent._deliver,
+                        sent._ended,
+                        turn.shape,
                     )
                 return sent._answered(response)
             if recorder is None:
@@ -313,12 +334,18 @@ class CassetteSession:
 
         async def handle(request: TransportRequest) -> TransportResponse:
             nonlocal recorder
-            sent, position = self._begin(request)
-            if position is not None:
-                interaction = self._index.interactions[position]
-                with self._malformed(position):
+            turn = self._begin(request)
+            sent = turn.sent
+            if turn.interaction is not None:
+                with self._malformed(turn.position):
                     response = await aplay(
-                        interaction, request, self.clock, sent._origin, sent._deliver, sent._ended
+                        turn.interaction,
+                        request,
+                        self.clock,
+                        sent._origin,
+                        sent._deliver,
+                        sent._ended,
+                        turn.shape,
                     )
                 return sent._answered(response)
             if recorder is None:
@@ -331,12 +358,13 @@ class CassetteSession:
         return handle
 
     @contextlib.contextmanager
-    def _malformed(self, position: int) -> Iterator[None]:
+    def _malformed(self, position: int | None) -> Iterator[None]:
         try:
             yield
         except MalformedCassette as exc:
+            where = "an injected fault" if position is None else f"interaction {position}"
             raise CassetteFormatError(
-                f"cassette {self.path} is corrupt at interaction {position}: {exc}",
+                f"cassette {self.path} is corrupt at {where}: {exc}",
                 path=str(self.path),
             ) from exc
 
@@ -358,7 +386,12 @@ class CassetteSession:
 
     # -- the request path -----------------------------------------------------------------
 
-    def _begin(self, request: TransportRequest) -> tuple[SentRequest, int | None]:
+    def inject(self, *faults: Fault) -> None:
+        """Add faults (from :mod:`pytest_toolnexus.faults`); they count requests from now on."""
+        for fault in faults:
+            self._faults.add(fault)
+
+    def _begin(self, request: TransportRequest) -> _Turn:
         if self._closed:
             raise RuntimeError(
                 f"cassette {self.path} is closed; {request.method} {request.url} came after "
@@ -373,9 +406,10 @@ class CassetteSession:
                     "the test would describe something that cannot happen. Fix the value, or "
                     "turn the check off with wire_check=False."
                 )
+        substitute, shapers = self._faults.apply(request) if self._faults else (None, [])
         with self._lock:
-            position = self._index.take(request)
-            if position is None and not self._may_record:
+            position = None if substitute is not None else self._index.take(request)
+            if substitute is None and position is None and not self._may_record:
                 miss = self._miss(request)
                 self.misses.append(miss)
                 raise miss
@@ -384,13 +418,25 @@ class CassetteSession:
                 request.method,
                 redact_url(request.url),
                 now - self._t0,
-                replayed=position is not None,
+                replayed=substitute is not None or position is not None,
                 interaction=position,
                 body=request.body,
+                faults=[description for _, description in shapers],
                 _origin=now,
             )
             self.requests.append(sent)
-        return sent, position
+        interaction = substitute
+        if interaction is None and position is not None:
+            interaction = self._index.interactions[position]
+        faults = [fault for fault, _ in shapers]
+        shape: Shaper | None = None
+        if faults and substitute is None:
+            url = request.url
+
+            def shape(plan: Plan) -> Plan:
+                return shape_all(plan, faults, url)
+
+        return _Turn(sent, interaction, position, shape)
 
     def _on_record_factory(self) -> Any:
         with self._lock:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final
 
+from ._faults import Fault
 from ._session import RECORD_MODES, TIMING_MODES, RecordMode, TimingMode
 
 __all__ = [
@@ -40,6 +41,8 @@ class CassetteOptions:
     allow_hosts: tuple[str, ...] = ()
     unused: str = "warn"
     meta: Mapping[str, Any] = field(default_factory=dict)
+    faults: tuple[Fault, ...] = ()
+    allow_secrets: tuple[str, ...] = ()
 
 
 OPTION_NAMES: Final = tuple(f.name for f in fields(CassetteOptions))
@@ -82,8 +85,15 @@ def layer(base: CassetteOptions, values: Mapping[str, Any], where: str) -> Casse
             raise TypeError(f"{where}: the cassette name must be a non-empty string")
         if key == "meta" and not isinstance(value, Mapping):
             raise TypeError(f"{where}: meta must be a mapping")
-        if key in ("ignore_body", "match_headers", "allow_hosts"):
+        if key in ("ignore_body", "match_headers", "allow_hosts", "allow_secrets"):
             value = _strings(value, key, where)
+        if key == "faults":
+            items = (value,) if isinstance(value, Fault) else tuple(value)
+            if not all(isinstance(f, Fault) for f in items):
+                raise TypeError(
+                    f"{where}: faults must be made with pytest_toolnexus.faults, got {value!r}"
+                )
+            value = items
         changes[key] = value
     return replace(base, **changes)
 

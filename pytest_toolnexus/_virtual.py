@@ -10,6 +10,7 @@ clock that does not move. docs/timing.md lists what is patched and what is not.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import datetime as _datetime
 import sys
 import threading
@@ -335,8 +336,16 @@ def observe_sleeps(log: list[Sleep], origin: float) -> Callable[[], None]:
             async def library_sleep(
                 delay: float, _real: Any = real, _kind: str = f"{name}.sleep"
             ) -> None:
+                # anyio.sleep on trio calls trio.sleep: note the outermost sleep only.
+                if _watched_sleep.get():
+                    await _real(delay)
+                    return
                 noted(_kind, delay)
-                await _real(delay)
+                token = _watched_sleep.set(True)
+                try:
+                    await _real(delay)
+                finally:
+                    _watched_sleep.reset(token)
 
             put(module, "sleep", library_sleep)
 
@@ -364,3 +373,5 @@ _REAL_TIME_MODULE: Final = types.SimpleNamespace(
 )
 _install_lock = threading.Lock()
 _installed = False
+_watched_sleep: Final = contextvars.ContextVar("_watched_sleep", default=False)
+"""True inside a sleep that the sleep watch has already noted."""

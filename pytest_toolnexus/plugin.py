@@ -18,7 +18,7 @@ from typing import Any, Final
 import pytest
 
 from . import _hookspecs
-from ._cassette import Cassette, Interaction, RecordedRequest
+from ._cassette import Cassette, Interaction, RecordedRequest, load_cassette
 from ._patch import patch_http_clients
 from ._seam import AsyncTransport, Transport, TransportRequest
 from ._session import RECORD_MODES, TIMING_MODES, CassetteSession, UnusedInteractionsWarning
@@ -136,7 +136,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "cassette(name=None, *, record=, timing=, speed=, ignore_body=, match_headers=, "
-        "allow_repeats=, allow_hosts=, unused=, meta=): serve this test's httpx/httpx2 "
+        "allow_repeats=, allow_hosts=, unused=, meta=, faults=, allow_secrets=): serve this "
+        "test's httpx/httpx2 "
         "traffic from a pytest-toolnexus cassette",
     )
     config.stash[_STATS] = _Stats()
@@ -220,6 +221,11 @@ def _in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in _CI_FALSE
 
 
+def _written_this_run(path: Path, run_id: str) -> bool:
+    """Whether the cassette at ``path`` was written by a test of this run."""
+    return path.exists() and load_cassette(path).meta.get("run_id") == run_id
+
+
 def _cassette_path(item: pytest.Item, options: CassetteOptions) -> Path:
     config = item.config
     base = _base_dir(config)
@@ -258,6 +264,10 @@ def cassette(
         )
         record = "none"
     path = _cassette_path(item, options)
+    if record == "once" and _written_this_run(path, config.stash[_RUN_ID]):
+        # A shared cassette that another test of this run (perhaps on another xdist worker)
+        # recorded first: it was missing when the run began, so this test records into it too.
+        record = "new"
     hook = config.hook
     matcher = None
     if hook.pytest_toolnexus_match.get_hookimpls():
@@ -294,6 +304,8 @@ def cassette(
         run_id=config.stash[_RUN_ID],
         note=note,
         clock_modules=(module,) if module is not None else (),
+        faults=options.faults,
+        allow_secrets=options.allow_secrets,
     )
     undo = patch_http_clients(session, options.allow_hosts)
     disarm = (
