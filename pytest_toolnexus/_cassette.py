@@ -29,6 +29,7 @@ from ._streams import SseEvent, encode_sse_event, parse_json_text
 __all__ = [
     "FORMAT",
     "VERSION",
+    "AnyBody",
     "Body",
     "BytesBody",
     "Cassette",
@@ -71,6 +72,20 @@ class EmptyBody:
     """No body at all."""
 
     kind: ClassVar[str] = "empty"
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"kind": self.kind}
+
+    def content(self) -> bytes:
+        return b""
+
+
+@dataclass(frozen=True, slots=True)
+class AnyBody:
+    """In a request only: any body matches. Built cassettes use it, since what a client
+    sends around the messages (options, defaults) is not theirs to predict."""
+
+    kind: ClassVar[str] = "any"
 
     def to_doc(self) -> dict[str, Any]:
         return {"kind": self.kind}
@@ -254,7 +269,9 @@ class ChunksBody:
         return b"".join(piece for _, piece in self.pieces())
 
 
-Body: TypeAlias = EmptyBody | JsonBody | TextBody | BytesBody | SseBody | NdjsonBody | ChunksBody
+Body: TypeAlias = (
+    EmptyBody | AnyBody | JsonBody | TextBody | BytesBody | SseBody | NdjsonBody | ChunksBody
+)
 StreamBody: TypeAlias = SseBody | NdjsonBody | ChunksBody
 
 
@@ -282,6 +299,8 @@ def body_from_doc(doc: object, *, timed: bool) -> Body:
     kind = doc.get("kind")
     if kind == "empty":
         return EmptyBody()
+    if kind == "any" and not timed:
+        return AnyBody()
     if kind == "json":
         if "value" not in doc:
             raise MalformedCassette("a json body has no 'value'")

@@ -17,7 +17,7 @@ from typing import Any, Final, TypeAlias
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ._bodies import is_json_type
-from ._cassette import Body, EmptyBody, Interaction, JsonBody, RecordedRequest
+from ._cassette import AnyBody, Body, EmptyBody, Interaction, JsonBody, RecordedRequest
 from ._headers import Headers
 from ._redact import ACCOUNT_KEYS, CREDENTIAL_QUERY_PARAMS, mask_keys, redact_headers
 from ._seam import RequestBody, TransportRequest
@@ -170,6 +170,8 @@ class MatchRules:
 
     def body_value(self, body: RequestBody | Body) -> tuple[str, Any]:
         """The comparable form of a live or recorded body."""
+        if isinstance(body, AnyBody):
+            return "any", None
         if isinstance(body, JsonBody):
             return "json", _strip(mask_keys(body.value, self.masked_keys), self.ignore_body)
         if isinstance(body, EmptyBody) or body is None or body == b"":
@@ -248,17 +250,21 @@ class Index:
         """The position of the interaction to play for ``request``, marked played; or None."""
         if self.matcher is not None:
             return self._take_with_matcher(request, self.matcher)
-        key = self.rules.key_of_request(request)
-        queue = self._queues.get(key)
-        if queue:
-            position = queue.popleft()
-            self.played[position] = True
-            self._played_by_key.setdefault(key, []).append(position)
-            return position
+        exact = self.rules.key_of_request(request)
+        # A recorded request whose body is "any" answers whatever body is sent.
+        loose = (*exact[:2], "any", None, *exact[4:])
+        for key in (exact, loose):
+            queue = self._queues.get(key)
+            if queue:
+                position = queue.popleft()
+                self.played[position] = True
+                self._played_by_key.setdefault(key, []).append(position)
+                return position
         if self.allow_repeats:
-            used = self._played_by_key.get(key)
-            if used:
-                return used[-1]
+            for key in (exact, loose):
+                used = self._played_by_key.get(key)
+                if used:
+                    return used[-1]
         return None
 
     def _take_with_matcher(self, request: TransportRequest, matcher: Matcher) -> int | None:
@@ -272,7 +278,8 @@ class Index:
             if verdict is None:
                 if key is None:
                     key = self.rules.key_of_request(request)
-                verdict = self.rules.key_of_recorded(interaction.request) == key
+                recorded = self.rules.key_of_recorded(interaction.request)
+                verdict = recorded == key or recorded == (*key[:2], "any", None, *key[4:])
             if not verdict:
                 continue
             if not self.played[position]:
@@ -291,7 +298,9 @@ class Index:
 
     def already_played(self, request: TransportRequest) -> list[int]:
         """Positions of played interactions with the same key as ``request``."""
-        return list(self._played_by_key.get(self.rules.key_of_request(request), ()))
+        exact = self.rules.key_of_request(request)
+        loose = (*exact[:2], "any", None, *exact[4:])
+        return [*self._played_by_key.get(exact, ()), *self._played_by_key.get(loose, ())]
 
     def unused(self) -> list[int]:
         return [i for i, done in enumerate(self.played) if not done]

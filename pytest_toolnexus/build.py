@@ -1,0 +1,48 @@
+"""Cassettes nobody could record: provider streams, answers and errors, with a cadence.
+
+    from pytest_toolnexus import build
+
+    build.build_cassette(path, [
+        build.error(429, retry_after="1"),
+        build.openai_chat("Hello!", cadence=build.Cadence(ttft=0.3, gap=0.02, jitter=0.005, seed=7)),
+    ])
+
+Every function returns one interaction that the official SDK parses into the text and tool
+calls it was built from. Built requests match any body at the provider's URL.
+"""
+
+from ._build import (
+    ANTHROPIC_URL,
+    GEMINI_BASE,
+    OLLAMA_URL,
+    OPENAI_CHAT_URL,
+    OPENAI_RESPONSES_URL,
+    Cadence,
+    ToolCall,
+    anthropic_messages,
+    build_cassette,
+    error,
+    gemini,
+    ollama_chat,
+    openai_chat,
+    openai_responses,
+    split_text,
+)
+
+__all__ = [
+    "ANTHROPIC_URL",
+    "GEMINI_BASE",
+    "OLLAMA_URL",
+    "OPENAI_CHAT_URL",
+    "OPENAI_RESPONSES_URL",
+    "Cadence",
+    "ToolCall",
+    "anthropic_messages",
+    "build_cassette",
+    "error",
+    "gemini",
+    "ollama_chat",
+    "openai_chat",
+    "openai_responses",
+    "split_text",
+]
