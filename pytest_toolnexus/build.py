@@ -4,7 +4,7 @@
 
     build.build_cassette(path, [
         build.error(429, retry_after="1"),
-        build.openai_chat("Hello!", cadence=build.Cadence(ttft=0.3, gap=0.02, jitter=0.005, seed=7)),
+        build.openai_chat("Hello!", cadence=build.Cadence(ttft=0.3, gap=0.02, jitter=0.005)),
     ])
 
 Every function returns one interaction that the official SDK parses into the text and tool
