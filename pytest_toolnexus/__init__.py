@@ -20,14 +20,17 @@ from ._errors import (
     ConnectError,
     ConnectTimeout,
     ContractError,
+    NetworkBlockedError,
     PoolTimeout,
     ReadError,
     ReadTimeout,
     RemoteProtocolError,
     ReplayError,
+    SecretFoundError,
     ToolnexusError,
     TransportCancelled,
     TransportError,
+    WireCheckError,
     WriteError,
     WriteTimeout,
 )
@@ -35,6 +38,8 @@ from ._expect import assert_attempts, assert_incremental, assert_time_to_first_e
 from ._headers import Headers
 from ._live import AsyncLiveTransport, LiveTransport
 from ._match import MatchRules
+from ._model import AsyncModelTransport, ModelTransport
+from ._model import Turn as ModelTurn
 from ._record import AsyncRecordingTransport, RecordingTransport
 from ._seam import (
     PUSHED,
@@ -65,6 +70,7 @@ __all__ = [
     "PUSHED",
     "AsyncByteStream",
     "AsyncLiveTransport",
+    "AsyncModelTransport",
     "AsyncRecordingTransport",
     "AsyncReplayTransport",
     "AsyncTransport",
@@ -88,6 +94,9 @@ __all__ = [
     "JSONValue",
     "LiveTransport",
     "MatchRules",
+    "ModelTransport",
+    "ModelTurn",
+    "NetworkBlockedError",
     "PoolTimeout",
     "Pushed",
     "ReadError",
@@ -100,6 +109,7 @@ __all__ = [
     "RemoteProtocolError",
     "ReplayError",
     "ReplayTransport",
+    "SecretFoundError",
     "SentRequest",
     "Sleep",
     "ToolnexusError",
@@ -110,6 +120,7 @@ __all__ = [
     "TransportResponse",
     "UnusedInteractionsWarning",
     "VirtualClock",
+    "WireCheckError",
     "WriteError",
     "WriteTimeout",
     "__version__",

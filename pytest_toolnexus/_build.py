@@ -86,6 +86,9 @@ class Cadence:
         return times
 
 
+DEFAULT_CADENCE: Final = Cadence()
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """A tool call the model makes: ``arguments`` is the JSON string (ADR 0011), or a mapping
@@ -152,6 +155,32 @@ def _usage_numbers(usage: Mapping[str, int] | None, deltas: int) -> tuple[int, i
 # -- OpenAI chat completions --------------------------------------------------------------------
 
 
+def chat_chunk(
+    base: Mapping[str, Any], delta: dict[str, Any], finish: str | None, with_usage: bool
+) -> dict[str, Any]:
+    """One ``chat.completion.chunk`` carrying ``delta``; ``base`` holds id, created, model."""
+    doc = {
+        **base,
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }
+    if with_usage:
+        doc["usage"] = None
+    return doc
+
+
+def tool_call_deltas(call: ToolCall, index: int, parts: Sequence[str]) -> list[dict[str, Any]]:
+    """The chunk deltas of one streamed tool call: its head, then the argument pieces."""
+    head = {
+        "index": index,
+        "id": call.call_id("call_", index),
+        "type": "function",
+        "function": {"name": call.name, "arguments": ""},
+    }
+    pieces = [{"tool_calls": [{"index": index, "function": {"arguments": p}}]} for p in parts]
+    return [{"tool_calls": [head]}, *pieces]
+
+
 def openai_chat(
     text: str = "",
     *,
@@ -161,7 +190,7 @@ def openai_chat(
     usage: Mapping[str, int] | None = None,
     include_usage: bool = True,
     finish_reason: str | None = None,
-    cadence: Cadence = Cadence(),
+    cadence: Cadence = DEFAULT_CADENCE,
     url: str = OPENAI_CHAT_URL,
     request_body: JSONValue | None = None,
     completion_id: str = "chatcmpl-builtbytoolnexus",
@@ -205,27 +234,11 @@ def openai_chat(
         )
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        doc = {
-            **base,
-            "object": "chat.completion.chunk",
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-        }
-        if include_usage:
-            doc["usage"] = None
-        return doc
+        return chat_chunk(base, delta, finish, include_usage)
 
     contents: list[dict[str, Any]] = [{"content": d} for d in deltas]
     for index, (call, parts) in enumerate(zip(calls, argument_parts, strict=True)):
-        head = {
-            "index": index,
-            "id": call.call_id("call_", index),
-            "type": "function",
-            "function": {"name": call.name, "arguments": ""},
-        }
-        contents.append({"tool_calls": [head]})
-        contents.extend(
-            {"tool_calls": [{"index": index, "function": {"arguments": part}}]} for part in parts
-        )
+        contents.extend(tool_call_deltas(call, index, parts))
     times = cadence.times(max(len(contents), 1))
     start = round(cadence.headers * 1000, 3)
     events = [_event(start, chunk({"role": "assistant", "content": "", "refusal": None}))]
@@ -255,7 +268,7 @@ def openai_responses(
     stream: bool = True,
     model: str = "gpt-4o-mini",
     usage: Mapping[str, int] | None = None,
-    cadence: Cadence = Cadence(),
+    cadence: Cadence = DEFAULT_CADENCE,
     url: str = OPENAI_RESPONSES_URL,
     request_body: JSONValue | None = None,
     response_id: str = "resp_builtbytoolnexus",
@@ -403,7 +416,7 @@ def anthropic_messages(
     usage: Mapping[str, int] | None = None,
     stop_reason: str | None = None,
     ping: bool = True,
-    cadence: Cadence = Cadence(),
+    cadence: Cadence = DEFAULT_CADENCE,
     url: str = ANTHROPIC_URL,
     request_body: JSONValue | None = None,
     message_id: str = "msg_builtbytoolnexus",
@@ -545,7 +558,7 @@ def gemini(
     stream: bool = True,
     model: str = "gemini-2.5-flash",
     usage: Mapping[str, int] | None = None,
-    cadence: Cadence = Cadence(),
+    cadence: Cadence = DEFAULT_CADENCE,
     base_url: str = GEMINI_BASE,
     request_body: JSONValue | None = None,
 ) -> Interaction:
@@ -603,7 +616,7 @@ def ollama_chat(
     stream: bool = True,
     model: str = "llama3.2",
     usage: Mapping[str, int] | None = None,
-    cadence: Cadence = Cadence(),
+    cadence: Cadence = DEFAULT_CADENCE,
     url: str = OLLAMA_URL,
     request_body: JSONValue | None = None,
 ) -> Interaction:
@@ -680,7 +693,7 @@ def error(
     retry_after: str | float | None = None,
     html: bool = False,
     message: str | None = None,
-    cadence: Cadence = Cadence(),
+    cadence: Cadence = DEFAULT_CADENCE,
     request_body: JSONValue | None = None,
 ) -> Interaction:
     """An error answer in the provider's own shape (chosen from ``url``), or an HTML page."""

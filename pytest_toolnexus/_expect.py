@@ -23,6 +23,11 @@ def _s(value: float) -> str:
     return f"{value:.3f} s"
 
 
+def _wanted(value: float) -> str:
+    """An expected duration as given: 2.0 as "2.0 s", 0.25 as "0.25 s" (not "0.2 s")."""
+    return f"{value:.1f} s" if round(value, 1) == value else f"{value:g} s"
+
+
 def _times(source: Sequence[float] | SentRequest) -> list[float]:
     if isinstance(source, SentRequest):
         return list(source.deliveries)
@@ -55,7 +60,7 @@ def assert_incremental(
             "a stream needs two or more"
         )
     spread = times[-1] - times[0]
-    if spread <= tolerance:
+    if max(times) - min(times) <= tolerance:
         raise AssertionError(
             f"all {len(times)} {what} reached the client at t={_s(times[0])}: "
             "the stream was buffered, not delivered incrementally"
@@ -160,11 +165,12 @@ def assert_waits(
         because = f" (Retry-After: {previous.retry_after})" if previous.retry_after else ""
         if expected is not None and abs(seen - want) > tolerance:
             raise AssertionError(
-                f"expected a wait of {want:.1f} s before attempt {number}{because}, saw {_s(seen)}"
+                f"expected a wait of {_wanted(want)} before attempt {number}{because}, "
+                f"saw {_s(seen)}"
             )
         if expected is None and seen < want - tolerance:
             raise AssertionError(
-                f"expected a wait of \u2265 {want:.1f} s before attempt {number}{because}, "
+                f"expected a wait of \u2265 {_wanted(want)} before attempt {number}{because}, "
                 f"saw {_s(seen)}"
             )
     return waits

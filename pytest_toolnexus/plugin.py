@@ -229,7 +229,10 @@ def _written_this_run(path: Path, run_id: str) -> bool:
 def _cassette_path(item: pytest.Item, options: CassetteOptions) -> Path:
     config = item.config
     base = _base_dir(config)
-    default = default_cassette_path(base, config.rootpath, item.path, item.name, options.name)
+    # Tests in classes are named Class.test, so TestA::test_x and TestB::test_x do not share.
+    classes = [node.name for node in item.listchain() if isinstance(node, pytest.Class)]
+    test_name = ".".join([*classes, item.name])
+    default = default_cassette_path(base, config.rootpath, item.path, test_name, options.name)
     chosen = config.hook.pytest_toolnexus_cassette_path(item=item, default=default)
     if chosen is None:
         return default

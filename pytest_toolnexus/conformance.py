@@ -1,0 +1,254 @@
+"""A retry and streaming conformance kit any client's test suite can import.
+
+Subclass :class:`RetryConformance` in a test module, say which wire format your client speaks,
+and implement two methods that drive your client; pytest then runs the whole kit against it:
+
+    from pytest_toolnexus.conformance import RetryConformance
+
+    class TestMyClient(RetryConformance):
+        provider = "openai"
+
+        def call(self) -> str:
+            return my_client.ask("Hi")                 # one request; the answer's text
+
+        def stream(self) -> Iterator[str]:
+            yield from my_client.ask_streaming("Hi")   # the text deltas, as they arrive
+
+Each test serves your client (any httpx or httpx2 client, with no change to it) from a cassette
+built for that test, on the virtual clock, so waits cost nothing. The kit checks the contract
+of ADR 0027: the retryable statuses {429, 500, 502, 503, 504, 529} are retried; any other 4xx
+fails after exactly one attempt; a ``Retry-After`` in delay-seconds is honoured; a stream is
+delivered incrementally; an error in the middle of a stream is raised, not swallowed.
+
+Where a client departs from RFC 9110 (which allows only whole delay-seconds or an HTTP-date
+in ``Retry-After``) the kit does not fail: the ``test_finding_*`` tests record what the client
+did as a :class:`ConformanceFinding` warning and in the test's ``user_properties``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Final, Literal
+
+import pytest
+
+from . import _build as build
+from ._cassette import Interaction
+from ._expect import assert_attempts, assert_incremental, assert_waits
+from ._faults import DisconnectFault, Fault
+from ._patch import patch_http_clients
+from ._session import CassetteSession
+
+__all__ = [
+    "NON_RETRYABLE_4XX",
+    "RETRYABLE",
+    "ConformanceFinding",
+    "RetryConformance",
+    "served",
+]
+
+RETRYABLE: Final = (429, 500, 502, 503, 504, 529)
+"""Statuses a client must retry (ADR 0027's enumerated set)."""
+
+NON_RETRYABLE_4XX: Final = (400, 401, 403, 404, 422)
+"""Client errors that must fail after exactly one attempt."""
+
+Provider = Literal["openai", "anthropic", "ollama", "gemini"]
+
+
+class ConformanceFinding(UserWarning):
+    """What a client did where the standard leaves room, or where it departs from RFC 9110."""
+
+
+@contextlib.contextmanager
+def served(
+    interactions: Sequence[Interaction],
+    folder: Path,
+    *,
+    faults: Sequence[Fault] = (),
+    allow_repeats: bool = False,
+) -> Iterator[CassetteSession]:
+    """Serve every httpx/httpx2 client in the block from ``interactions``, on the virtual
+    clock, with ``faults`` applied. The cassette is written to ``folder``."""
+    path = folder / "conformance.msgpack"
+    build.build_cassette(path, interactions)
+    session = CassetteSession(
+        path, record="none", faults=faults, allow_repeats=allow_repeats, on_unused="ignore"
+    )
+    undo = patch_http_clients(session)
+    session.start()
+    try:
+        yield session
+    finally:
+        undo()
+        session.close()
+
+
+class RetryConformance:
+    """The kit. Set :attr:`provider` (and :attr:`url` when your client does not talk to the
+    provider's public URL), then implement :meth:`call` and :meth:`stream`."""
+
+    provider: ClassVar[Provider] = "openai"
+    url: ClassVar[str | None] = None
+    """The URL your client posts to; default: the provider's public endpoint."""
+    answer: ClassVar[str] = "The kit's answer arrives word by word."
+
+    # -- what the client's suite implements -------------------------------------------------
+
+    def call(self) -> str:
+        """Make one non-streaming request with your client and return the answer's text."""
+        raise NotImplementedError("implement call() to send one request with your client")
+
+    def stream(self) -> Iterator[str]:
+        """Make one streaming request with your client and yield each text delta."""
+        raise NotImplementedError("implement stream() to stream one request with your client")
+
+    # -- building blocks --------------------------------------------------------------------
+
+    def _url(self) -> str:
+        if self.url is not None:
+            return self.url
+        return {
+            "openai": build.OPENAI_CHAT_URL,
+            "anthropic": build.ANTHROPIC_URL,
+            "ollama": build.OLLAMA_URL,
+            "gemini": f"{build.GEMINI_BASE}/gemini-2.5-flash:generateContent",
+        }[self.provider]
+
+    def _answer(self, *, stream: bool) -> Interaction:
+        url = self._url()
+        if self.provider == "anthropic":
+            return build.anthropic_messages(self.answer, stream=stream, url=url)
+        if self.provider == "ollama":
+            return build.ollama_chat(self.answer, stream=stream, url=url)
+        if self.provider == "gemini":
+            base = url.rsplit("/", 1)[0]
+            return build.gemini(self.answer, stream=stream, base_url=base)
+        return build.openai_chat(self.answer, stream=stream, url=url)
+
+    def _error(self, status: int, retry_after: str | None = None) -> Interaction:
+        return build.error(status, url=self._url(), retry_after=retry_after)
+
+    @staticmethod
+    def _attempt(action: Any) -> tuple[Any, BaseException | None]:
+        try:
+            return action(), None
+        except Exception as exc:  # the client's own error type, whatever it is
+            return None, exc
+
+    def _finding(self, request: pytest.FixtureRequest, name: str, observed: str) -> None:
+        request.node.user_properties.append((f"finding:{name}", observed))
+
+        warnings.warn(
+            ConformanceFinding(f"{self.provider} client, {name}: {observed}"), stacklevel=2
+        )
+
+    # -- the contract -----------------------------------------------------------------------
+
+    @pytest.mark.parametrize("status", RETRYABLE)
+    def test_retryable_status_is_retried(self, status: int, tmp_path: Path) -> None:
+        with served([self._error(status), self._answer(stream=False)], tmp_path) as session:
+            text, error = self._attempt(self.call)
+        assert error is None, (
+            f"a {status} was not retried: the client raised {type(error).__name__}: {error} "
+            f"after {len(session.requests)} attempt(s)"
+        )
+        assert_attempts(session, 2)
+        assert text == self.answer
+
+    @pytest.mark.parametrize("status", NON_RETRYABLE_4XX)
+    def test_client_error_fails_after_one_attempt(self, status: int, tmp_path: Path) -> None:
+        with served(
+            [self._error(status), self._answer(stream=False)], tmp_path, allow_repeats=True
+        ) as session:
+            _, error = self._attempt(self.call)
+        assert error is not None, f"a {status} did not fail: the client returned an answer"
+        assert_attempts(session, 1)
+
+    def test_retry_after_delay_seconds_is_honoured(self, tmp_path: Path) -> None:
+        with served([self._error(429, "2"), self._answer(stream=False)], tmp_path) as session:
+            text, error = self._attempt(self.call)
+        assert error is None, f"the client gave up after a 429 with Retry-After: 2: {error}"
+        assert text == self.answer
+        assert_waits(session, at_least=[2.0])
+
+    def test_stream_is_incremental(self, tmp_path: Path) -> None:
+        cadence = build.Cadence(ttft=0.3, gap=0.1)
+        interaction = self._answer(stream=True)
+        interaction = _with_cadence(interaction, self, cadence)
+        with served([interaction], tmp_path):
+            arrivals: list[float] = []
+            text = ""
+            start = time.monotonic()
+            for delta in self.stream():
+                if delta:
+                    arrivals.append(time.monotonic() - start)
+                    text += delta
+        assert text == self.answer
+        assert_incremental(arrivals, min_spread=0.1 * (len(arrivals) - 1) * 0.9, what="deltas")
+
+    def test_error_mid_stream_is_raised(self, tmp_path: Path) -> None:
+        received: list[str] = []
+        error: BaseException | None = None
+        with served([self._answer(stream=True)], tmp_path, faults=[DisconnectFault(after_event=3)]):
+            try:
+                received.extend(self.stream())
+            except Exception as exc:  # the client's own error type, whatever it is
+                error = exc
+        assert error is not None, (
+            f"the stream was cut after 3 events, and the client returned {len(received)} "
+            "delta(s) without raising: the error was swallowed"
+        )
+
+    # -- findings: where clients differ -------------------------------------------------------
+
+    @pytest.mark.parametrize(
+        "value",
+        ["0.5", "1.5", "-1", "soon", "150"],
+        ids=["fractional-0.5", "fractional-1.5", "negative", "garbage", "over-120s"],
+    )
+    def test_finding_unusual_retry_after(
+        self, value: str, tmp_path: Path, request: pytest.FixtureRequest
+    ) -> None:
+        with served([self._error(429, value), self._answer(stream=False)], tmp_path) as session:
+            text, error = self._attempt(self.call)
+        attempts = len(session.requests)
+        assert attempts in (1, 2), f"expected one or two attempts, saw {attempts}"
+        if attempts == 1:
+            assert error is not None, "one attempt and no error: the 429 was taken as an answer"
+            observed = "not retried"
+        else:
+            assert text == self.answer
+            wait = session.requests[1].sent_at - session.requests[0].finished_at
+            observed = f"retried after {wait:.3f} s"
+        rfc = "whole delay-seconds" if value.isdigit() else "not valid delay-seconds (RFC 9110)"
+        self._finding(request, f"Retry-After: {value} ({rfc})", observed)
+
+    @pytest.mark.parametrize("status", [408, 409])
+    def test_finding_timeout_and_conflict(
+        self, status: int, tmp_path: Path, request: pytest.FixtureRequest
+    ) -> None:
+        with served(
+            [self._error(status), self._answer(stream=False)], tmp_path, allow_repeats=True
+        ) as session:
+            _, error = self._attempt(self.call)
+        attempts = len(session.requests)
+        assert attempts in (1, 2, 3)
+        observed = "not retried" if error is not None and attempts == 1 else f"{attempts} attempts"
+        self._finding(request, f"status {status} (outside the retryable set)", observed)
+
+
+def _with_cadence(interaction: Interaction, kit: RetryConformance, cadence: Any) -> Interaction:
+    """Rebuild the kit's stream answer on ``cadence``."""
+    url = kit._url()
+    if kit.provider == "anthropic":
+        return build.anthropic_messages(kit.answer, url=url, cadence=cadence)
+    if kit.provider == "ollama":
+        return build.ollama_chat(kit.answer, url=url, cadence=cadence)
+    if kit.provider == "gemini":
+        return build.gemini(kit.answer, base_url=url.rsplit("/", 1)[0], cadence=cadence)
+    return build.openai_chat(kit.answer, url=url, cadence=cadence)
