@@ -1,0 +1,400 @@
+"""The live default transport against loopback servers (DESIGN §2, rules 1, 3, 4 and 5).
+
+Every server binds 127.0.0.1 on a free port and is stopped by the test that started it.
+"""
+
+import gzip
+import socket
+import threading
+import time
+
+import httpx
+import httpx2
+import pytest
+
+from pytest_toolnexus import (
+    AsyncByteStream,
+    AsyncLiveTransport,
+    ByteStream,
+    CancelToken,
+    ConnectError,
+    LiveTransport,
+    ReadTimeout,
+    TransportCancelled,
+    TransportRequest,
+    call,
+)
+from tests.support.servers import Drip, Fixed, LoopbackServer
+
+HTML_502 = (
+    b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n"
+    b"<body><center><h1>502 Bad Gateway</h1></center></body>\r\n</html>\r\n"
+)
+NDJSON = (
+    b'{"model":"llama","message":{"role":"assistant","content":"H\xc3\xa9"},"done":false}\n'
+    b'{"model":"llama","message":{"role":"assistant","content":""},"done":true}\n'
+)
+SLOW_EVENTS = [b'data: {"n": %d}\n\n' % n for n in range(20)]
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture
+def live():
+    with LiveTransport() as transport:
+        yield transport
+
+
+# Rule 4: with nothing installed, the bytes on the wire are today's bytes.
+
+JSON_BODIES = [
+    pytest.param(
+        {"model": "gpt-x", "messages": [{"role": "user", "content": "h\u00e9llo \U0001f600"}]},
+        id="chat",
+    ),
+    pytest.param([{"a": 1.5, "b": None, "c": True}], id="list"),
+    pytest.param({"stream": True, "max_tokens": 10, "stop": ["\n"]}, id="stream-flag"),
+]
+
+
+@pytest.mark.parametrize("body", JSON_BODIES)
+def test_a_json_request_puts_the_same_bytes_on_the_wire_as_plain_httpx(live, body):
+    with LoopbackServer(Fixed(200, [("Content-Type", "application/json")], b"{}")) as server:
+        with httpx.Client() as client:
+            client.post(server.url("/v1/chat/completions"), json=body)
+        live(TransportRequest("POST", server.url("/v1/chat/completions"), body=body))
+
+        httpx_request, live_request = server.requests
+
+    assert b"Content-Type: application/json" in httpx_request.raw
+    assert live_request.raw == httpx_request.raw
+
+
+def test_headers_given_on_the_request_go_on_the_wire_as_httpx_sends_them(live):
+    headers = [("Authorization", "Bearer sk-test"), ("X-Trace", "1"), ("X-Trace", "2")]
+    with LoopbackServer(Fixed(204)) as server:
+        with httpx.Client() as client:
+            client.post(server.url("/v1/x"), json={"a": 1}, headers=headers)
+        live(TransportRequest("POST", server.url("/v1/x"), headers=headers, body={"a": 1}))
+
+        httpx_request, live_request = server.requests
+
+    assert b"X-Trace: 1\r\nX-Trace: 2\r\n" in live_request.raw
+    assert live_request.raw == httpx_request.raw
+
+
+@pytest.mark.parametrize(
+    ("body", "content"),
+    [
+        pytest.param({"b": 1, "a": 2}, b'{ "b" : 1,\n  "a": 2 }', id="content-wins-over-body"),
+        pytest.param(None, b"\x00\x01binary\xff", id="binary"),
+    ],
+)
+def test_encoded_content_is_sent_byte_for_byte(live, body, content):
+    with LoopbackServer(Fixed(200)) as server:
+        live(TransportRequest("POST", server.url("/upload"), body=body, content=content))
+
+        (received,) = server.requests
+
+    assert received.body == content
+    assert received.header("Content-Length") == str(len(content))
+    assert received.raw.endswith(b"\r\n\r\n" + content)
+
+
+def test_a_bytes_body_is_sent_byte_for_byte(live):
+    body = b"not json at all {"
+    with LoopbackServer(Fixed(200)) as server:
+        live(TransportRequest("POST", server.url("/raw"), body=body))
+
+        (received,) = server.requests
+
+    assert received.body == body
+
+
+def test_a_client_of_your_own_keeps_its_defaults_and_is_not_closed():
+    with LoopbackServer(Fixed(200, [("Content-Type", "application/json")], b"[1]")) as server:
+        client = httpx2.Client(base_url=server.origin, headers={"X-Default": "yes"})
+        with LiveTransport(client) as transport:
+            response = transport(TransportRequest("GET", "/models"))
+
+        (received,) = server.requests
+
+    assert response.body == [1]
+    assert received.target == "/models"
+    assert received.header("X-Default") == "yes"
+    assert not client.is_closed
+    client.close()
+
+
+def test_client_and_transport_are_exclusive():
+    with pytest.raises(TypeError, match="pass client= or transport=, not both"):
+        LiveTransport(httpx.Client(), transport=httpx.HTTPTransport())
+
+
+def test_a_library_transport_can_be_driven_directly():
+    with LoopbackServer(Fixed(200, [("Content-Type", "text/plain")], b"pong")) as server:
+        transport = LiveTransport(transport=httpx.HTTPTransport())
+        response = transport(TransportRequest("GET", server.url("/ping"), timeout=5))
+
+        (received,) = server.requests
+
+    assert response.body == b"pong"
+    assert received.header("Host") == f"127.0.0.1:{server.port}"
+
+
+# Rule 5: a status is a value; rule 1: headers are case-insensitive and multi-valued.
+
+
+def test_429_and_500_are_responses_not_exceptions(live):
+    too_many = Fixed(429, [("retry-after", "7"), ("content-type", "application/json")], b"{}")
+    with LoopbackServer(too_many) as server:
+        response = call(live, TransportRequest("POST", server.url("/v1/x"), body={"a": 1}))
+
+    assert response.status == 429
+    assert response.headers["Retry-After"] == "7"
+
+    body = b'{"error":{"message":"boom","type":"server_error"}}'
+    with LoopbackServer(Fixed(500, [("Content-Type", "application/json")], body)) as server:
+        response = call(live, TransportRequest("POST", server.url("/v1/x"), body={"a": 1}))
+
+    assert response.status == 500
+    assert response.body == {"error": {"message": "boom", "type": "server_error"}}
+
+
+@pytest.mark.anyio
+async def test_429_is_a_response_async():
+    with LoopbackServer(Fixed(429, [("retry-after", "3")])) as server:
+        async with AsyncLiveTransport() as transport:
+            response = await transport(TransportRequest("GET", server.url("/")))
+
+    assert response.status == 429
+    assert response.headers["Retry-After"] == "3"
+    assert response.body == b""
+
+
+def test_two_set_cookie_headers_stay_two(live):
+    cookies = [("Set-Cookie", "a=1; Path=/"), ("Set-Cookie", "b=2; Expires=Wed, 21 Oct 2037")]
+    with LoopbackServer(Fixed(200, cookies)) as server:
+        response = live(TransportRequest("GET", server.url("/")))
+
+    assert response.headers.get_list("set-cookie") == [value for _, value in cookies]
+
+
+# Rule 3: a body that is not JSON travels as bytes, unchanged.
+
+
+@pytest.mark.parametrize(
+    ("status", "content_type", "body"),
+    [
+        pytest.param(502, "text/html", HTML_502, id="html-502"),
+        pytest.param(502, "application/json", HTML_502, id="html-502-mislabelled-json"),
+        pytest.param(200, "application/x-ndjson", NDJSON, id="ndjson"),
+        pytest.param(200, "application/octet-stream", bytes(range(256)), id="binary"),
+    ],
+)
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_body_that_is_not_json_arrives_unchanged(live, status, content_type, body, stream):
+    with LoopbackServer(Fixed(status, [("Content-Type", content_type)], body)) as server:
+        response = live(TransportRequest("GET", server.url("/"), stream=stream))
+        content = response.body.read() if stream else response.body
+
+    assert response.status == status
+    assert content == body
+
+
+def test_a_gzip_body_is_handed_over_decoded_without_its_wire_headers(live):
+    payload = b'{"ok":true}'
+    headers = [("Content-Type", "application/json"), ("Content-Encoding", "gzip")]
+    with LoopbackServer(Fixed(200, headers, gzip.compress(payload))) as server:
+        response = live(TransportRequest("GET", server.url("/")))
+
+    assert response.body == {"ok": True}
+    assert "content-encoding" not in response.headers
+    assert "content-length" not in response.headers
+
+
+# Streaming: chunks arrive when the server sends them.
+
+
+def test_a_stream_delivers_each_chunk_as_it_is_sent(live):
+    drip = Drip(SLOW_EVENTS[:5], interval=0.15)
+    with LoopbackServer(drip) as server:
+        response = live(TransportRequest("GET", server.url("/"), stream=True))
+        arrivals, chunks = [], []
+        with response.body as stream:
+            for chunk in stream:
+                arrivals.append(time.monotonic())
+                chunks.append(chunk)
+
+    assert isinstance(response.body, ByteStream)
+    assert b"".join(chunks) == b"".join(SLOW_EVENTS[:5])
+    assert len(arrivals) == 5
+    sent_spread = drip.sent_at[-1] - drip.sent_at[0]
+    assert arrivals[-1] - arrivals[0] >= 0.8 * sent_spread
+    for index, arrived in enumerate(arrivals):
+        assert arrived >= drip.sent_at[index]
+        if index + 1 < len(arrivals):
+            assert arrived < drip.sent_at[index + 1], f"chunk {index} was held back"
+
+
+def test_a_stream_closed_unread_gives_its_connection_back():
+    client = httpx.Client(limits=httpx.Limits(max_connections=1), timeout=httpx.Timeout(5, pool=1))
+    with LoopbackServer(Drip(SLOW_EVENTS, interval=0.5)) as server, client:
+        transport = LiveTransport(client)
+        first = transport(TransportRequest("GET", server.url("/"), stream=True))
+        first.body.close()
+
+        second = transport(TransportRequest("GET", server.url("/"), stream=True))
+        with second.body as stream:
+            assert next(iter(stream)) == SLOW_EVENTS[0]
+
+    assert first.body.closed
+
+
+@pytest.mark.anyio
+async def test_an_async_stream_closed_unread_gives_its_connection_back():
+    client = httpx.AsyncClient(
+        limits=httpx.Limits(max_connections=1), timeout=httpx.Timeout(5, pool=1)
+    )
+    with LoopbackServer(Drip(SLOW_EVENTS, interval=0.5)) as server:
+        async with client:
+            transport = AsyncLiveTransport(client)
+            first = await transport(TransportRequest("GET", server.url("/"), stream=True))
+            await first.body.aclose()
+
+            second = await transport(TransportRequest("GET", server.url("/"), stream=True))
+            async with second.body as stream:
+                assert await anext(aiter(stream)) == SLOW_EVENTS[0]
+
+
+# Cancellation: a cancelled request stops promptly, mid-stream.
+
+
+def read_starting_timer_after_first_chunk(stream, received, timer):
+    for chunk in stream:
+        received.append(chunk)
+        if len(received) == 1:
+            timer.start()
+
+
+async def aread_starting_timer_after_first_chunk(stream, received, timer):
+    async for chunk in stream:
+        received.append(chunk)
+        if len(received) == 1:
+            timer.start()
+
+
+def test_cancelling_mid_stream_stops_promptly(live):
+    drip = Drip(SLOW_EVENTS, interval=0.5)  # ~10 s of stream
+    token = CancelToken()
+    timer = threading.Timer(0.1, token.cancel, args=("test cancel",))
+    with LoopbackServer(drip) as server:
+        started = time.monotonic()
+        response = live(TransportRequest("GET", server.url("/"), stream=True, cancel=token))
+        received = []
+        with pytest.raises(TransportCancelled, match="test cancel"):
+            read_starting_timer_after_first_chunk(response.body, received, timer)
+        raised_at = time.monotonic()
+        timer.join()
+
+        assert drip.done.wait(timeout=3), "the server kept streaming to a cancelled client"
+
+    assert received == SLOW_EVENTS[:1]
+    assert raised_at - started < 1.5
+    # The read blocked on the socket was interrupted: the next chunk was due 0.5 s in.
+    assert raised_at - drip.sent_at[0] < 0.45
+    assert drip.client_gone.is_set()
+
+
+@pytest.mark.anyio
+async def test_cancelling_mid_stream_stops_promptly_async():
+    drip = Drip(SLOW_EVENTS, interval=0.5)
+    token = CancelToken()
+    timer = threading.Timer(0.1, token.cancel, args=("test cancel",))
+    with LoopbackServer(drip) as server:
+        async with AsyncLiveTransport() as transport:
+            started = time.monotonic()
+            request = TransportRequest("GET", server.url("/"), stream=True, cancel=token)
+            response = await transport(request)
+            assert isinstance(response.body, AsyncByteStream)
+            received = []
+            with pytest.raises(TransportCancelled, match="test cancel"):
+                await aread_starting_timer_after_first_chunk(response.body, received, timer)
+            raised_at = time.monotonic()
+            timer.join()
+
+    assert received == SLOW_EVENTS[:1]
+    assert raised_at - started < 1.5
+    assert raised_at - drip.sent_at[0] < 0.45
+
+
+def test_cancelling_during_a_whole_body_read_stops_promptly(live):
+    drip = Drip(SLOW_EVENTS, interval=1.0)
+    token = CancelToken()
+    with LoopbackServer(drip) as server:
+        timer = threading.Timer(0.2, token.cancel)
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(TransportCancelled):
+            live(TransportRequest("GET", server.url("/"), cancel=token))
+        elapsed = time.monotonic() - started
+        timer.join()
+
+    # Interrupted in the read that waits for the second chunk, due 1 s in.
+    assert elapsed < 0.8
+    assert len(drip.sent_at) == 1
+
+
+def test_a_token_cancelled_before_the_call_raises_at_once_and_sends_nothing(live):
+    token = CancelToken()
+    token.cancel("never mind")
+    with LoopbackServer(Fixed(200)) as server:
+        started = time.monotonic()
+        with pytest.raises(TransportCancelled, match="never mind"):
+            live(TransportRequest("GET", server.url("/"), cancel=token))
+        elapsed = time.monotonic() - started
+        requests = list(server.requests)
+
+    assert elapsed < 0.1
+    assert requests == []
+
+
+@pytest.mark.anyio
+async def test_a_token_cancelled_before_the_async_call_raises_at_once():
+    token = CancelToken()
+    token.cancel()
+    with LoopbackServer(Fixed(200)) as server:
+        async with AsyncLiveTransport() as transport:
+            with pytest.raises(TransportCancelled):
+                await transport(TransportRequest("GET", server.url("/"), cancel=token))
+        requests = list(server.requests)
+
+    assert requests == []
+
+
+# Failures become seam errors, not httpx exceptions.
+
+
+def test_a_refused_connection_is_a_seam_connect_error(live):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # Nothing listens on that port now.
+
+    with pytest.raises(ConnectError):
+        live(TransportRequest("GET", f"http://127.0.0.1:{port}/"))
+
+
+def test_a_silent_server_is_a_seam_read_timeout(live):
+    drip = Drip(SLOW_EVENTS[:2], interval=2.0)
+    with LoopbackServer(drip) as server:
+        started = time.monotonic()
+        with pytest.raises(ReadTimeout) as excinfo:
+            live(TransportRequest("GET", server.url("/"), timeout=0.2))
+        elapsed = time.monotonic() - started
+
+    assert isinstance(excinfo.value.__cause__, httpx.ReadTimeout)
+    assert 0.15 < elapsed < 1.5
