@@ -270,6 +270,12 @@ def check_response(
                 "no on_event callback to push to; return a byte stream instead"
             )
         return response
+    if response.is_parsed and not isinstance(body, dict | list | str | int | float | bool | None):
+        raise ContractError(
+            f"the transport answered {_describe(request)} with a {type(body).__name__} body; "
+            "a body is a parsed JSON value (dict, list, str, int, float, bool, None), bytes, "
+            "or a byte stream"
+        )
     if request.stream and response.is_parsed:
         raise ContractError(
             f"{_describe(request)} asked for a stream (stream=True) and the transport answered "
