@@ -56,6 +56,7 @@ __all__ = [
 Observer = Callable[[int, float], None]
 """Told ``(piece_number, real_monotonic_time)`` as each stored piece of a body completes."""
 
+_END_EVENTS: Final = frozenset({"message_stop", "response.completed", "response.done"})
 _NDJSON_TYPES: Final = ("application/x-ndjson", "application/jsonl", "application/json-seq")
 
 
@@ -122,6 +123,23 @@ class BodyRecorder:
         elif chunk:
             self._events.append({"t": round(t_ms, 3), "data": chunk})
         return len(self._events) - before
+
+    def reached_end_marker(self) -> bool:
+        """Whether the last piece so far is a provider's end-of-stream marker: ``[DONE]``
+        (OpenAI), ``message_stop`` (Anthropic), ``response.completed`` (OpenAI Responses), or
+        an NDJSON line with ``done: true`` (Ollama). A client that closes the body right there
+        has read all of it, even though the server had not closed it yet."""
+        if not self._events:
+            return False
+        last = self._events[-1]
+        if self._sse is not None:
+            data = last.get("data")
+            name = last.get("event") or (data.get("type") if isinstance(data, dict) else None)
+            return last.get("text") == "[DONE]" or name in _END_EVENTS
+        if self._ndjson is not None:
+            value = last.get("value")
+            return isinstance(value, dict) and value.get("done") is True
+        return False
 
     def finish(self) -> Body:
         if self._sse is not None:
@@ -204,6 +222,8 @@ class _Recording:
     def ended(self, *, complete: bool, error: BaseException | None = None) -> None:
         if self._done or self._body is None:
             return
+        if not complete and error is None and self._body.reached_end_marker():
+            complete = True
         t_end = self.elapsed()
         self._emit(
             Interaction(

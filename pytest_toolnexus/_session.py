@@ -33,6 +33,7 @@ from ._cassette import (
     NdjsonBody,
     RecordedRequest,
     SseBody,
+    TextBody,
     load_cassette,
 )
 from ._clock import Clock, InstantClock, RealClock
@@ -47,7 +48,7 @@ from ._faults import Fault, FaultSet, shape_all
 from ._live import AsyncLiveTransport, LiveTransport
 from ._match import Index, Matcher, MatchRules
 from ._record import AsyncRecordingTransport, RecordingTransport
-from ._redact import mask_keys, redact_headers, redact_url
+from ._redact import ACCOUNT_KEYS, mask_keys, redact_headers, redact_url
 from ._replay import Plan, Shaper, aplay, play
 from ._seam import AsyncTransport, RequestBody, Transport, TransportRequest, TransportResponse
 from ._secrets import SecretScanner
@@ -116,7 +117,7 @@ class SentRequest:
         return self.deliveries[-1] if self.deliveries else self.sent_at
 
     def _deliver(self, number: int, at: float) -> None:
-        self.deliveries.append(at - self._origin)
+        self.deliveries.append(self.sent_at + (at - self._origin))
 
     def _ended(self) -> None:
         self.complete = True
@@ -305,6 +306,12 @@ class CassetteSession:
 
         def handle(request: TransportRequest) -> TransportResponse:
             nonlocal recorder
+            if recorder is None and self._may_record:
+                # Made before the request is timed: opening a client takes a while.
+                recorder = RecordingTransport(
+                    live or self._default_live(), self._on_record_factory()
+                )
+                self._recorders.append(recorder)
             turn = self._begin(request)
             sent = turn.sent
             if turn.interaction is not None:
@@ -334,6 +341,11 @@ class CassetteSession:
 
         async def handle(request: TransportRequest) -> TransportResponse:
             nonlocal recorder
+            if recorder is None and self._may_record:
+                recorder = AsyncRecordingTransport(
+                    live or self._default_async_live(), self._on_record_factory()
+                )
+                self._recorders.append(recorder)
             turn = self._begin(request)
             sent = turn.sent
             if turn.interaction is not None:
@@ -669,17 +681,48 @@ def _epoch_of(meta: Mapping[str, Any], interactions: list[Interaction]) -> float
     return None
 
 
-def _masked_body(body: Body) -> Body:
-    """``body`` with account-identifier keys masked, inside SSE and NDJSON payloads too."""
+def _masked_text(text: str) -> str:
+    """JSON kept as text (numbers msgpack cannot carry, or a non-JSON content type) with its
+    account-identifier keys masked; any other text as it is."""
+    if not any(key in text for key in ACCOUNT_KEYS):
+        return text
+    try:
+        value = json.loads(text)
+        masked = mask_keys(value)
+    except (ValueError, RecursionError):
+        return text
+    if masked is value:
+        return text
+    return json.dumps(masked, ensure_ascii=False, separators=(",", ":"))
+
+
+def _masked_piece(piece: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """One stored SSE event or NDJSON line with account-identifier keys masked."""
+    if key in piece:
+        masked: Mapping[str, Any] = mask_keys(dict(piece))
+        return masked
+    text = piece.get("text")
+    if isinstance(text, str):
+        safe = _masked_text(text)
+        if safe is not text:
+            return {**piece, "text": safe}
+    return piece
+
+
+def _masked_body(body: Body, *, in_text: bool = True) -> Body:
+    """``body`` with account-identifier keys masked, inside SSE and NDJSON payloads too, and
+    (``in_text``) inside JSON that is stored as text. Request text bodies match live requests
+    byte for byte, so they are left as they are."""
     if isinstance(body, JsonBody):
         value = mask_keys(body.value)
         return body if value is body.value else JsonBody(value)
+    if isinstance(body, TextBody) and in_text:
+        text = _masked_text(body.text)
+        return body if text is body.text else TextBody(text)
     if isinstance(body, SseBody):
-        events = [mask_keys(dict(e)) if "data" in e else e for e in body.events]
-        return SseBody(events, body.tail)
+        return SseBody([_masked_piece(e, "data") for e in body.events], body.tail)
     if isinstance(body, NdjsonBody):
-        lines = [mask_keys(dict(line)) if "value" in line else line for line in body.lines]
-        return NdjsonBody(lines, body.tail)
+        return NdjsonBody([_masked_piece(line, "value") for line in body.lines], body.tail)
     return body
 
 
@@ -689,7 +732,7 @@ def _redacted(interaction: Interaction) -> Interaction:
         request.method,
         redact_url(request.url),
         redact_headers(request.headers),
-        _masked_body(request.body),
+        _masked_body(request.body, in_text=False),
     )
     response = interaction.response
     if response is not None:
