@@ -1,0 +1,440 @@
+"""Matching (DESIGN §4): method, normalised URL and semantic body equality; headers only when
+named; ignored body paths; redacted credentials still match. And the miss message: it quotes
+the request, the cassette and the mode, shows the nearest recording with a path-level diff, and
+gives the fix.
+"""
+
+import ast
+import re
+
+import httpx
+import pytest
+
+from pytest_toolnexus._bridge import HTTPBridge
+from pytest_toolnexus._cassette import (
+    Cassette,
+    Interaction,
+    JsonBody,
+    RecordedRequest,
+    RecordedResponse,
+)
+from pytest_toolnexus._errors import CassetteMissError
+from pytest_toolnexus._headers import Headers
+from pytest_toolnexus._match import MatchRules, normalize_url, parse_body_path
+from pytest_toolnexus._seam import TransportRequest, TransportResponse
+from pytest_toolnexus._session import CassetteSession
+
+URL = "https://api.example.test/v1/chat/completions"
+CHAT = {
+    "model": "gpt-x",
+    "temperature": 0.5,
+    "messages": [
+        {"role": "system", "content": "be brief", "id": "m-1"},
+        {"role": "user", "content": "hi", "id": "m-2"},
+    ],
+    "metadata": {"request_id": "r-1", "user": "u"},
+}
+
+
+def recording(body=CHAT, url=URL, method="POST", headers=()):
+    return Interaction(
+        RecordedRequest(method, url, Headers(list(headers)), JsonBody(body)),
+        RecordedResponse(200, Headers([("content-type", "application/json")]), JsonBody("ok")),
+    )
+
+
+@pytest.fixture
+def cassette(tmp_path):
+    """A factory: save the given interactions, open a replay-only session on them."""
+    sessions = []
+
+    def make(*interactions, **options):
+        path = tmp_path / "cassettes" / "matching.msgpack"
+        Cassette(path, list(interactions or [recording()])).save()
+        options.setdefault("timing", "instant")
+        options.setdefault("on_unused", "ignore")
+        session = CassetteSession(path, record="none", **options)
+        sessions.append(session)
+        return session
+
+    yield make
+    for session in sessions:
+        session.close()
+
+
+def send(session, body=CHAT, url=URL, method="POST", **fields):
+    return session.transport(TransportRequest(method, url, body=body, **fields))
+
+
+# -- what matches -----------------------------------------------------------------------------
+
+
+def test_query_order_is_irrelevant(cassette):
+    session = cassette(recording(url=URL + "?a=1&b=2&b=3"))
+
+    assert send(session, url=URL + "?b=2&a=1&b=3").status == 200
+
+
+def test_query_values_still_matter(cassette):
+    session = cassette(recording(url=URL + "?a=1"))
+
+    with pytest.raises(CassetteMissError, match=r"url: recorded .*a=1, sent .*a=2"):
+        send(session, url=URL + "?a=2")
+
+
+def test_scheme_host_case_and_default_port_are_normalised():
+    assert normalize_url("HTTPS://API.Example.test:443/v1?b=1&a=2#frag") == (
+        "https://api.example.test/v1?a=2&b=1"
+    )
+    assert normalize_url("http://h:8080") == "http://h:8080/"
+
+
+def test_key_order_and_whitespace_in_a_json_body_do_not_matter(cassette):
+    session = cassette(recording(), recording())
+    reordered = {key: CHAT[key] for key in reversed(list(CHAT))}
+    spaced = (
+        b'{ "messages" : [ {"id":"m-1", "content": "be brief",  "role": "system"},\n'
+        b'  {"role":"user","content":"hi","id":"m-2"} ],\n'
+        b'  "metadata": {"user": "u", "request_id": "r-1"}, "temperature": 0.5,'
+        b' "model":"gpt-x" }'
+    )
+
+    first = send(session, body=reordered)
+    # The same body as bytes under a JSON content type, as a raw seam client may send it.
+    second = send(session, body=spaced, headers={"content-type": "application/json"})
+
+    assert (first.status, second.status) == (200, 200)
+    assert [r.interaction for r in session.requests] == [0, 1]
+
+
+def test_json_sent_as_bytes_or_content_only_matches_the_parsed_recording(cassette):
+    session = cassette(recording(), recording(), recording())
+    spaced = b'{"model": "gpt-x",\n "temperature": 0.5, "messages": %s, "metadata": %s}' % (
+        httpx.Request("POST", URL, json=CHAT["messages"]).content,
+        httpx.Request("POST", URL, json=CHAT["metadata"]).content,
+    )
+    json_type = {"content-type": "application/json; charset=utf-8"}
+
+    as_bytes = send(session, body=spaced, headers=json_type)
+    content_only = send(session, body=None, content=spaced, headers=json_type)
+
+    assert (as_bytes.status, content_only.status) == (200, 200)
+    assert [r.interaction for r in session.requests] == [0, 1]
+
+
+def test_an_httpx_client_sending_reformatted_json_matches(cassette):
+    session = cassette()
+    content = b'{"metadata":{"user":"u","request_id":"r-1"},  "model" : "gpt-x", "messages":' + (
+        b'[{"role":"system","content":"be brief","id":"m-1"},'
+        b'{"role":"user","content":"hi","id":"m-2"}], "temperature":0.5}'
+    )
+
+    with httpx.Client(transport=session.http_transport()) as client:
+        response = client.post(URL, content=content, headers={"content-type": "application/json"})
+
+    assert response.status_code == 200
+    assert response.json() == "ok"
+
+
+def test_a_different_value_is_a_miss(cassette):
+    session = cassette()
+
+    with pytest.raises(CassetteMissError):
+        send(session, body={**CHAT, "temperature": 0.7})
+
+
+def test_method_matters(cassette):
+    session = cassette()
+
+    with pytest.raises(CassetteMissError, match="method: recorded POST, sent PUT"):
+        send(session, method="PUT")
+
+
+def test_headers_do_not_matter_by_default(cassette):
+    session = cassette(
+        recording(headers=[("x-stainless-retry-count", "0"), ("user-agent", "OpenAI/Python 1")])
+    )
+
+    response = send(
+        session,
+        headers={"x-stainless-retry-count": "3", "user-agent": "curl", "x-new": "1"},
+    )
+
+    assert response.status == 200
+
+
+def test_match_headers_makes_one_header_matter(cassette):
+    session = cassette(
+        recording(headers=[("OpenAI-Beta", "assistants=v2"), ("user-agent", "a")]),
+        match_headers=["openai-beta"],
+    )
+
+    with pytest.raises(
+        CassetteMissError, match=r"header openai-beta: recorded \['assistants=v2'\]"
+    ):
+        send(session, headers={"openai-beta": "assistants=v1", "user-agent": "a"})
+    assert send(session, headers={"OPENAI-BETA": "assistants=v2", "user-agent": "b"}).status == 200
+
+
+def test_x_stainless_headers_never_match_even_when_named():
+    rules = MatchRules.build(match_headers=["X-Stainless-Retry-Count", "Accept"])
+
+    assert rules.match_headers == ("accept",)
+
+
+def test_a_named_credential_header_matches_on_presence_and_is_never_printed(cassette):
+    session = cassette(
+        recording(headers=[("authorization", "REDACTED")]), match_headers=["authorization"]
+    )
+
+    with pytest.raises(CassetteMissError) as caught:
+        send(session, headers={"x-other": "1"})
+    assert "header authorization: recorded ['REDACTED'], sent []" in str(caught.value)
+    assert send(session, headers={"authorization": "Bearer sk-live-123"}).status == 200
+
+
+def test_a_named_credential_header_value_stays_out_of_the_miss_message(cassette):
+    session = cassette(recording(headers=[("x-api-key", "REDACTED")]), match_headers=["x-api-key"])
+
+    with pytest.raises(CassetteMissError) as caught:
+        send(session, body={"other": 1}, headers={"x-api-key": "sk-live-123"})
+
+    assert "sk-live-123" not in str(caught.value)
+
+
+# -- ignored body paths -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "parsed"),
+    [
+        ("metadata.request_id", ("metadata", "request_id")),
+        ("messages.*.id", ("messages", "*", "id")),
+        ("messages.1.content", ("messages", 1, "content")),
+        ("root['messages'][1]['content']", ("messages", 1, "content")),
+        ('root["metadata"]["request_id"]', ("metadata", "request_id")),
+        ("root['messages'][*]['id']", ("messages", "*", "id")),
+        ("root['a.b']", ("a.b",)),
+    ],
+)
+def test_body_paths_parse_in_both_spellings(spec, parsed):
+    assert parse_body_path(spec) == parsed
+
+
+@pytest.mark.parametrize("spec", ["", "root[messages]", "root['a'"])
+def test_a_bad_body_path_is_refused(spec):
+    with pytest.raises(ValueError, match="path"):
+        parse_body_path(spec)
+
+
+CHANGED_IDS = {
+    **CHAT,
+    "messages": [
+        {**CHAT["messages"][0], "id": "m-77"},
+        {**CHAT["messages"][1], "id": "m-78"},
+    ],
+    "metadata": {"request_id": "r-2", "user": "u"},
+}
+
+
+@pytest.mark.parametrize(
+    "ignore",
+    [
+        ["metadata.request_id", "messages.*.id"],
+        ["root['metadata']['request_id']", "root['messages'][*]['id']"],
+        ["metadata.request_id", "messages.0.id", "root['messages'][1]['id']"],
+        ["metadata.*", "messages.*.id"],
+    ],
+    ids=["dotted-star", "deepdiff", "indexes", "star-key"],
+)
+def test_ignored_body_paths_do_not_matter(cassette, ignore):
+    session = cassette(ignore_body=ignore)
+
+    assert send(session, body=CHANGED_IDS).status == 200
+
+
+def test_only_the_named_paths_are_ignored(cassette):
+    session = cassette(ignore_body=["metadata.request_id", "messages.0.id"])
+
+    with pytest.raises(CassetteMissError, match=r"root\['messages'\]\[1\]\['id'\]"):
+        send(session, body=CHANGED_IDS)
+
+
+def test_an_ignored_path_may_be_missing_on_either_side(cassette):
+    without = {key: value for key, value in CHAT.items() if key != "metadata"}
+    session = cassette(recording(body=without), ignore_body=["metadata"])
+
+    assert send(session, body=CHAT).status == 200
+
+
+# -- credentials in the query -----------------------------------------------------------------
+
+
+def test_a_redacted_query_credential_matches_the_live_secret(tmp_path):
+    path = tmp_path / "gemini.msgpack"
+    live_url = "https://generativelanguage.example.test/v1beta/models/g:generate?key=real-secret"
+
+    def live(request):
+        return TransportResponse(200, [("content-type", "application/json")], {"ok": True})
+
+    with CassetteSession(path, record="once", live=live) as session:
+        session.transport(TransportRequest("POST", live_url, body={"q": 1}))
+    stored = path.read_bytes()
+    assert b"real-secret" not in stored
+    assert b"key=REDACTED" in stored
+
+    with CassetteSession(path, record="none", timing="instant") as session:
+        replayed = session.transport(TransportRequest("POST", live_url, body={"q": 1}))
+        with pytest.raises(CassetteMissError) as caught:
+            session.transport(TransportRequest("POST", live_url, body={"q": 2}))
+
+    assert replayed.body == {"ok": True}
+    message = str(caught.value)
+    assert "real-secret" not in message
+    assert "key=REDACTED" in message
+    assert "root['q']: recorded 1, sent 2" in message
+
+
+# -- the miss message -------------------------------------------------------------------------
+
+TURN_ONE = {"model": "gpt-x", "messages": [{"role": "user", "content": "hi"}]}
+TURN_TWO = {
+    "model": "gpt-x",
+    "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "Hello!"},
+        {"role": "user", "content": "tell me a joke"},
+    ],
+}
+
+
+@pytest.fixture
+def conversation(cassette):
+    return cassette(recording(TURN_ONE), recording(TURN_TWO))
+
+
+def changed_turn_two():
+    messages = [dict(m) for m in TURN_TWO["messages"]]
+    messages[1]["content"] = "Hello there!"
+    return {**TURN_TWO, "messages": messages}
+
+
+def test_the_miss_message_shows_the_nearest_request_with_a_deepdiff_path(conversation):
+    send(conversation, body=TURN_ONE)
+
+    with pytest.raises(CassetteMissError) as caught:
+        send(conversation, body=changed_turn_two(), url=URL + "?trace=1")
+
+    message = str(caught.value)
+    lines = message.splitlines()
+    assert lines[0] == f"No recorded interaction matches POST {URL}?trace=1"
+    assert f"  cassette:      {conversation.path} (2 interaction(s), 1 already played)" in lines
+    assert "  record mode:   none" in lines
+    # The unplayed second turn is the nearest, not the first turn that was already played.
+    assert f"Nearest recorded request: #1 POST {URL} (not yet played)" in lines
+    assert "  root['messages'][1]['content']: recorded 'Hello!', sent 'Hello there!'" in lines
+    assert f"  url: recorded {URL}, sent {URL}?trace=1" in lines
+    assert "How to fix:" in lines
+    assert any("record mode 'new'" in line for line in lines)
+    assert "  - if those values change from run to run, ignore them: " in message
+    assert "ignore_body=['messages.1.content']" in message
+
+
+def test_the_suggested_ignore_body_path_makes_the_request_match(cassette):
+    session = cassette(recording(TURN_TWO))
+    with pytest.raises(CassetteMissError) as caught:
+        send(session, body=changed_turn_two())
+    suggested = re.search(r"ignore_body=\[(.*)\]", str(caught.value)).group(1)
+
+    fixed = cassette(recording(TURN_TWO), ignore_body=[ast.literal_eval(suggested)])
+
+    assert suggested == "'messages.1.content'"
+    assert send(fixed, body=changed_turn_two()).status == 200
+
+
+def test_the_miss_message_says_when_the_only_match_was_already_played(conversation):
+    send(conversation, body=TURN_ONE)
+
+    with pytest.raises(CassetteMissError) as caught:
+        send(conversation, body=TURN_ONE)
+
+    message = str(caught.value)
+    assert "The same request was recorded as interaction #0, and it was already played" in message
+    assert "sent more times than when the cassette was recorded" in message
+    assert "record mode 'all'" in message
+    assert "allow_repeats=True" in message
+    assert "Nearest recorded request" not in message
+
+
+@pytest.mark.parametrize(("letter", "size"), [("x", 10_059), ("\u00e9", 20_059)])
+def test_the_miss_message_cuts_a_large_body(cassette, letter, size):
+    session = cassette()
+    big = {"model": "gpt-x", "messages": [{"role": "user", "content": letter * 10_000}]}
+
+    with pytest.raises(CassetteMissError) as caught:
+        send(session, body=big)
+
+    message = str(caught.value)
+    (summary,) = [line for line in message.splitlines() if "request body:" in line]
+    assert summary.startswith('  request body:  {"model":"gpt-x","messages"')
+    # The size is the body's encoded size, in bytes.
+    assert summary.endswith(f"... ({size} bytes in all)")
+    assert len(summary) < 320
+    assert len(message) < 2_000
+    # The diff lines for the huge value are shortened too.
+    diff_lines = [line for line in message.splitlines() if line.startswith("  root[")]
+    assert diff_lines
+    assert all(len(line) < 200 for line in diff_lines)
+
+
+def test_a_small_body_is_quoted_whole(cassette):
+    session = cassette()
+
+    with pytest.raises(CassetteMissError) as caught:
+        send(session, body={"content": "\u00e9" * 200})
+
+    text = "\u00e9" * 200
+    assert f'  request body:  {{"content":"{text}"}}\n' in str(caught.value)
+
+
+def test_the_miss_message_for_a_binary_body(cassette):
+    session = cassette()
+
+    with pytest.raises(CassetteMissError) as caught:
+        send(session, body=b"\x00" * 5000)
+
+    message = str(caught.value)
+    assert "... (5000 bytes in all)" in message
+    assert "body: recorded a json body, sent a raw body" in message
+
+
+def test_a_miss_names_the_mode_it_happened_in(tmp_path):
+    path = tmp_path / "once.msgpack"
+    Cassette(path, [recording()]).save()
+
+    with (
+        CassetteSession(path, record="once", timing="instant", on_unused="ignore") as session,
+        pytest.raises(CassetteMissError, match="record mode:   once"),
+    ):
+        send(session, body={"other": True})
+
+
+def test_an_empty_cassette_says_so(tmp_path):
+    path = tmp_path / "empty.msgpack"
+    Cassette(path, []).save()
+
+    with (
+        CassetteSession(path, record="none", timing="instant") as session,
+        pytest.raises(CassetteMissError, match="The cassette has no interactions"),
+    ):
+        send(session)
+
+
+def test_the_bridge_surfaces_a_miss_to_the_client(cassette):
+    session = cassette()
+
+    with (
+        httpx.Client(transport=HTTPBridge(session.transport)) as client,
+        pytest.raises(CassetteMissError, match="No recorded interaction matches POST"),
+    ):
+        client.post(URL, json={"unknown": 1})
