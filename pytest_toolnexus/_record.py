@@ -280,7 +280,8 @@ class RecordingTransport:
     ``on_record``, while the client reads every chunk as it arrives.
 
     An interaction is finished when its stream ends, fails, or is closed by the client (then it
-    is marked incomplete). ``on_record`` is called exactly once per request.
+    is marked incomplete). ``on_record`` is called exactly once per request; a call may pass
+    its own ``on_record`` (to know which request an interaction belongs to).
     """
 
     def __init__(self, live: Transport, on_record: Callable[[Interaction], None]) -> None:
@@ -293,9 +294,13 @@ class RecordingTransport:
         return self._inflight.finish_all()
 
     def __call__(
-        self, request: TransportRequest, *, observe: Observer | None = None
+        self,
+        request: TransportRequest,
+        *,
+        observe: Observer | None = None,
+        on_record: Callable[[Interaction], None] | None = None,
     ) -> TransportResponse:
-        recording = self._inflight.start(request, self._on_record)
+        recording = self._inflight.start(request, on_record or self._on_record)
         recording.observe = observe
         try:
             response = call(self._live, request)
@@ -349,9 +354,13 @@ class AsyncRecordingTransport:
         return self._inflight.finish_all()
 
     async def __call__(
-        self, request: TransportRequest, *, observe: Observer | None = None
+        self,
+        request: TransportRequest,
+        *,
+        observe: Observer | None = None,
+        on_record: Callable[[Interaction], None] | None = None,
     ) -> TransportResponse:
-        recording = self._inflight.start(request, self._on_record)
+        recording = self._inflight.start(request, on_record or self._on_record)
         recording.observe = observe
         try:
             response = await acall(self._live, request)

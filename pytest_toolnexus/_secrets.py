@@ -44,6 +44,7 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
 
 _ENV_NAME: Final = re.compile(r"(?:_API_KEY|_TOKEN|_SECRET|_PASSWORD)$", re.IGNORECASE)
 _MIN_ENV_VALUE: Final = 8
+_HIDDEN: Final = "<secret>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,22 @@ class SecretScanner:
                     return kind
         return None
 
+    def mask(self, text: str) -> str:
+        """``text`` with every secret in it replaced by ``[secret]``."""
+        for _, value in self._env_values:
+            if value in text and not any(value in fake for fake in self._allow):
+                text = text.replace(value, "[secret]")
+        for _, pattern in PATTERNS:
+            text = pattern.sub(
+                lambda m: (
+                    m.group(0)
+                    if any(m.group(0) in fake or fake in m.group(0) for fake in self._allow)
+                    else "[secret]"
+                ),
+                text,
+            )
+        return text
+
     def scan(self, interactions: Iterable[Interaction]) -> list[SecretHit]:
         """Every hit in ``interactions``, in order."""
         hits: list[SecretHit] = []
@@ -104,20 +121,38 @@ class SecretScanner:
             for path, text in _leaves(interaction):
                 kind = self.kind_of(text)
                 if kind is not None:
-                    hits.append(SecretHit(number, path, kind))
+                    hits.append(SecretHit(number, self._scrub(path), kind))
         return hits
+
+    def _scrub(self, path: str) -> str:
+        """``path`` with every secret in it (a map key can be one) replaced by a placeholder,
+        so that naming where a secret sits never prints it."""
+        for _, value in self._env_values:
+            path = path.replace(value, _HIDDEN)
+        for _, pattern in PATTERNS:
+            path = pattern.sub(_HIDDEN, path)
+        return path
 
 
 def _json_leaves(value: Any, path: str) -> Iterator[tuple[str, str]]:
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield f"{path}[{key!r}] (key)", str(key)
-            yield from _json_leaves(item, f"{path}[{key!r}]")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _json_leaves(item, f"{path}[{index}]")
+    # Iterative, in document order: a cassette nested deeper than the recursion limit is
+    # still scanned instead of crashing the scan.
+    stack: list[tuple[str, Any, bool]] = [(path, value, False)]
+    while stack:
+        where, item, is_key = stack.pop()
+        if is_key or isinstance(item, str):
+            yield where, str(item)
+        elif isinstance(item, dict):
+            pending: list[tuple[str, Any, bool]] = []
+            for key, child in item.items():
+                pending.append((f"{where}[{key!r}] (key)", key, True))
+                pending.append((f"{where}[{key!r}]", child, False))
+            stack.extend(reversed(pending))
+        elif isinstance(item, list):
+            stack.extend(
+                (f"{where}[{index}]", child, False)
+                for index, child in reversed(list(enumerate(item)))
+            )
 
 
 def _body_leaves(body: object, path: str) -> Iterator[tuple[str, str]]:

@@ -308,9 +308,7 @@ class CassetteSession:
             nonlocal recorder
             if recorder is None and self._may_record:
                 # Made before the request is timed: opening a client takes a while.
-                recorder = RecordingTransport(
-                    live or self._default_live(), self._on_record_factory()
-                )
+                recorder = RecordingTransport(live or self._default_live(), self._keeper())
                 self._recorders.append(recorder)
             turn = self._begin(request)
             sent = turn.sent
@@ -327,11 +325,11 @@ class CassetteSession:
                     )
                 return sent._answered(response)
             if recorder is None:
-                recorder = RecordingTransport(
-                    live or self._default_live(), self._on_record_factory()
-                )
+                recorder = RecordingTransport(live or self._default_live(), self._keeper())
                 self._recorders.append(recorder)
-            return sent._answered(recorder(request, observe=sent._deliver))
+            return sent._answered(
+                recorder(request, observe=sent._deliver, on_record=self._keeper())
+            )
 
         return handle
 
@@ -343,7 +341,7 @@ class CassetteSession:
             nonlocal recorder
             if recorder is None and self._may_record:
                 recorder = AsyncRecordingTransport(
-                    live or self._default_async_live(), self._on_record_factory()
+                    live or self._default_async_live(), self._keeper()
                 )
                 self._recorders.append(recorder)
             turn = self._begin(request)
@@ -362,10 +360,12 @@ class CassetteSession:
                 return sent._answered(response)
             if recorder is None:
                 recorder = AsyncRecordingTransport(
-                    live or self._default_async_live(), self._on_record_factory()
+                    live or self._default_async_live(), self._keeper()
                 )
                 self._recorders.append(recorder)
-            return sent._answered(await recorder(request, observe=sent._deliver))
+            return sent._answered(
+                await recorder(request, observe=sent._deliver, on_record=self._keeper())
+            )
 
         return handle
 
@@ -450,22 +450,22 @@ class CassetteSession:
 
         return _Turn(sent, interaction, position, shape)
 
-    def _on_record_factory(self) -> Any:
+    def _keeper(self) -> Callable[[Interaction], None]:
+        """Where one request's recorded interaction goes: numbered in the order requests were
+        sent, so the cassette keeps that order whatever order their streams end in."""
         with self._lock:
             self._sequence += 1
-            base = self._sequence
+            number = self._sequence
 
-        counter = iter(range(10**9))
-
-        def on_record(interaction: Interaction) -> None:
+        def keep(interaction: Interaction) -> None:
             if self._redact_hook is not None:
                 interaction = self._redact_hook(interaction)
             safe = _redacted(interaction)
             with self._lock:
-                self._recorded[base * 10**9 + next(counter)] = safe
+                self._recorded[number] = safe
                 self._index.add(safe, played=True)
 
-        return on_record
+        return keep
 
     def _miss(self, request: TransportRequest) -> CassetteMissError:
         total = len(self._index.interactions)
@@ -517,7 +517,8 @@ class CassetteSession:
         lines += ["", "How to fix:"] + [f"  - {fix}" for fix in fixes]
         if self._note:
             lines += ["", self._note]
-        return CassetteMissError("\n".join(lines))
+        # The message quotes the request: keep any secret in it out of logs and CI output.
+        return CassetteMissError(SecretScanner(allow=self._allow_secrets).mask("\n".join(lines)))
 
     # -- end of use -----------------------------------------------------------------------
 
