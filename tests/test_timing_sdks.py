@@ -1,0 +1,859 @@
+"""Recorded timing, replayed to the real SDKs (docs/timing.md, DESIGN §4).
+
+Cassettes are built by hand: a one-second, 20-delta stream for OpenAI chat completions and for
+Anthropic Messages, rate limits with ``Retry-After`` in seconds and in HTTP-date form, and
+4xx errors that must not be retried. Under the virtual clock every delta reaches the client at
+its recorded offset, exactly, and no wall time passes; in real mode the gaps are slept for
+real (halved with ``speed=2``); in instant mode everything arrives at once.
+"""
+
+import datetime
+import email.utils
+import time
+
+import anthropic
+import anyio
+import httpx2
+import openai
+import pytest
+
+from pytest_toolnexus import (
+    Cassette,
+    Headers,
+    HTTPBridge,
+    Interaction,
+    RecordedRequest,
+    RecordedResponse,
+    assert_attempts,
+    assert_incremental,
+    assert_time_to_first_event,
+    assert_waits,
+    use_cassette,
+)
+from pytest_toolnexus._cassette import JsonBody, SseBody
+
+# Real time for measuring wall durations, captured before any clock is installed and kept in a
+# dict so no module scan can swap it for a virtual one.
+WALL = {"now": time.perf_counter}
+
+OPENAI_URL = "https://api.openai.com/v1/chat/completions"
+ANTHROPIC_URL = "https://api.anthropic.com/v1/messages"
+MODEL = "gpt-test"
+CLAUDE = "claude-test"
+MESSAGES = [{"role": "user", "content": "Count to twenty."}]
+WORDS = [f"w{i} " for i in range(20)]
+OFFSETS_MS = [50.0 * (i + 1) for i in range(20)]  # 50, 100, ... 1000 ms
+OFFSETS = [ms / 1000 for ms in OFFSETS_MS]
+SSE = [("content-type", "text/event-stream")]
+JSON = [("content-type", "application/json")]
+MAX_WALL = 0.05
+
+
+def wall():
+    return WALL["now"]()
+
+
+def interaction(url, request_body, status, headers, body, t_headers=0.0, t_end=0.0):
+    return Interaction(
+        RecordedRequest("POST", url, Headers(), JsonBody(request_body)),
+        RecordedResponse(status, Headers(headers), body, t_headers, t_end),
+    )
+
+
+def save(path, *interactions):
+    Cassette(path, list(interactions)).save()
+    return path
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_sdks(tmp_path_factory):
+    """Run every SDK path of this module once, so the wall-time limits below measure replay
+    and not each SDK's one-time setup (pydantic validators built on first use, cached platform
+    headers ...), which costs up to ~60 ms cold."""
+    folder = tmp_path_factory.mktemp("warm")
+    stream = save(
+        folder / "openai-stream.msgpack",
+        interaction(
+            OPENAI_URL, openai_request(True), 200, SSE, SseBody(openai_events()), 20.0, 1000.0
+        ),
+    )
+    limited = [*JSON, ("retry-after", "1")]
+    openai_retry = save(
+        folder / "openai-retry.msgpack",
+        interaction(
+            OPENAI_URL,
+            openai_request(False),
+            429,
+            limited,
+            JsonBody(openai_error("slow down", "requests", None)),
+        ),
+        interaction(OPENAI_URL, openai_request(False), 200, JSON, JsonBody(openai_completion(""))),
+    )
+    anthropic_stream = save(
+        folder / "anthropic-stream.msgpack",
+        interaction(
+            ANTHROPIC_URL, anthropic_request(True), 200, SSE, SseBody(anthropic_events()), 15, 1000
+        ),
+    )
+    anthropic_retry = save(
+        folder / "anthropic-retry.msgpack",
+        interaction(
+            ANTHROPIC_URL,
+            anthropic_request(False),
+            429,
+            limited,
+            JsonBody(anthropic_error("rate_limit_error", "slow down")),
+        ),
+        interaction(
+            ANTHROPIC_URL, anthropic_request(False), 200, JSON, JsonBody(anthropic_message(""))
+        ),
+    )
+    with use_cassette(stream) as cassette:
+        stream_openai(openai_client(cassette))
+    with use_cassette(openai_retry) as cassette:
+        openai_client(cassette).chat.completions.create(model=MODEL, messages=MESSAGES)
+    with use_cassette(anthropic_stream) as cassette:
+        list(
+            anthropic_client(cassette).messages.create(
+                model=CLAUDE, max_tokens=256, messages=MESSAGES, stream=True
+            )
+        )
+    with use_cassette(anthropic_retry) as cassette:
+        anthropic_client(cassette).messages.create(model=CLAUDE, max_tokens=256, messages=MESSAGES)
+
+    async def async_openai():
+        for path in (stream, openai_retry):
+            with use_cassette(path) as cassette:
+                client = async_openai_client(cassette)
+                if path == stream:
+                    chunks = await client.chat.completions.create(
+                        model=MODEL, messages=MESSAGES, stream=True
+                    )
+                    async for _ in chunks:
+                        pass
+                else:
+                    await client.chat.completions.create(model=MODEL, messages=MESSAGES)
+                await client.close()
+
+    anyio.run(async_openai, backend="asyncio")
+    anyio.run(async_openai, backend="trio")
+
+
+# -- OpenAI chat completions ---------------------------------------------------------------------
+
+
+def openai_request(stream):
+    body = {"model": MODEL, "messages": MESSAGES}
+    if stream:
+        body["stream"] = True
+    return body
+
+
+def openai_chunk(text):
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1700000000,
+        "model": MODEL,
+        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
+    }
+
+
+def openai_completion(text):
+    return {
+        "id": "chatcmpl-2",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": MODEL,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+    }
+
+
+def openai_error(message, kind, code):
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def openai_events():
+    events = [
+        {"t": t, "data": openai_chunk(word)} for t, word in zip(OFFSETS_MS, WORDS, strict=True)
+    ]
+    events.append({"t": 1000.0, "text": "[DONE]"})
+    return events
+
+
+@pytest.fixture
+def openai_stream(tmp_path):
+    """A 20-delta chat-completions stream recorded over one second, ended by ``[DONE]``."""
+    body = SseBody(openai_events())
+    return save(
+        tmp_path / "openai-stream.msgpack",
+        interaction(OPENAI_URL, openai_request(True), 200, SSE, body, 20.0, 1000.0),
+    )
+
+
+def openai_client(cassette, **options):
+    http = httpx2.Client(transport=cassette.http_transport())
+    return openai.OpenAI(api_key="sk-test", http_client=http, **options)
+
+
+def async_openai_client(cassette, **options):
+    http = httpx2.AsyncClient(transport=cassette.http_transport())
+    return openai.AsyncOpenAI(api_key="sk-test", http_client=http, **options)
+
+
+def stream_openai(client):
+    """The text of each delta and when it arrived on ``time.monotonic`` (virtual when a
+    virtual clock is installed), from just before the call."""
+    start = time.monotonic()
+    arrivals, texts = [], []
+    for chunk in client.chat.completions.create(model=MODEL, messages=MESSAGES, stream=True):
+        if chunk.choices and chunk.choices[0].delta.content:
+            arrivals.append(time.monotonic() - start)
+            texts.append(chunk.choices[0].delta.content)
+    return texts, arrivals
+
+
+def in_no_wall_time(run, what, limit=MAX_WALL):
+    """``run()`` replays once and returns ``(wall seconds taken, result)``; the result of the
+    first run under ``limit`` is returned. Virtual time takes no wall time, but a loaded machine
+    can deschedule the process for tens of ms, so a slow run is replayed again, up to three
+    runs in all. A replay that slept for real (1 s or more in every test here) fails them all.
+    """
+    took = []
+    for _ in range(3):
+        seconds, result = run()
+        took.append(f"{seconds * 1000:.0f} ms")
+        if seconds < limit:
+            return result
+    pytest.fail(f"{what} took {', '.join(took)} of wall time, over {limit * 1000:.0f} ms each")
+
+
+async def ain_no_wall_time(run, what, limit=MAX_WALL):
+    """:func:`in_no_wall_time` for an async ``run``."""
+    took = []
+    for _ in range(3):
+        seconds, result = await run()
+        took.append(f"{seconds * 1000:.0f} ms")
+        if seconds < limit:
+            return result
+    pytest.fail(f"{what} took {', '.join(took)} of wall time, over {limit * 1000:.0f} ms each")
+
+
+def assert_on_the_recorded_offsets(arrivals, offsets=OFFSETS, tolerance=0.001):
+    assert len(arrivals) == len(offsets)
+    late = [
+        (n, round(got, 4), want)
+        for n, (got, want) in enumerate(zip(arrivals, offsets, strict=True))
+        if abs(got - want) > tolerance
+    ]
+    assert late == [], f"arrivals off their recorded offsets by more than {tolerance} s"
+    assert_incremental(arrivals, expected=offsets, tolerance=tolerance, what="deltas")
+
+
+def test_openai_stream_arrives_at_the_recorded_offsets_in_no_wall_time(openai_stream):
+    def run():
+        with use_cassette(openai_stream) as cassette:
+            client = openai_client(cassette)
+            started = wall()
+            texts, arrivals = stream_openai(client)
+            return wall() - started, (cassette, texts, arrivals)
+
+    cassette, texts, arrivals = in_no_wall_time(run, "the 1 s stream")
+    assert texts == WORDS
+    assert_on_the_recorded_offsets(arrivals)
+    (sent,) = cassette.requests
+    assert sent.status == 200
+    assert sent.complete
+    assert sent.deliveries == pytest.approx([*OFFSETS, 1.0], abs=1e-9)  # 20 deltas + [DONE]
+    assert assert_time_to_first_event(sent, equals=0.05) == pytest.approx(0.05)
+    assert cassette.elapsed == pytest.approx(1.0)
+    assert cassette.sleeps == []
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_async_openai_stream_arrives_at_the_recorded_offsets(openai_stream, anyio_backend):
+    async def run():
+        with use_cassette(openai_stream) as cassette:
+            client = async_openai_client(cassette)
+            started = wall()
+            start = time.monotonic()
+            arrivals, texts = [], []
+            stream = await client.chat.completions.create(
+                model=MODEL, messages=MESSAGES, stream=True
+            )
+            async for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    arrivals.append(time.monotonic() - start)
+                    texts.append(chunk.choices[0].delta.content)
+            took = wall() - started
+            await client.close()
+        return took, (cassette, texts, arrivals)
+
+    cassette, texts, arrivals = await ain_no_wall_time(run, "the 1 s stream")
+    assert texts == WORDS
+    assert_on_the_recorded_offsets(arrivals)
+    assert cassette.requests[0].complete
+    assert cassette.sleeps == []
+
+
+# -- Anthropic Messages --------------------------------------------------------------------------
+
+
+def anthropic_request(stream):
+    body = {"model": CLAUDE, "max_tokens": 256, "messages": MESSAGES}
+    if stream:
+        body["stream"] = True
+    return body
+
+
+def anthropic_events():
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": CLAUDE,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 5, "output_tokens": 1},
+    }
+    events = [
+        {
+            "t": 20.0,
+            "event": "message_start",
+            "data": {"type": "message_start", "message": message},
+        },
+        {
+            "t": 25.0,
+            "event": "content_block_start",
+            "data": {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+        },
+    ]
+    events += [
+        {
+            "t": t,
+            "event": "content_block_delta",
+            "data": {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": word},
+            },
+        }
+        for t, word in zip(OFFSETS_MS, WORDS, strict=True)
+    ]
+    events += [
+        {
+            "t": 1000.0,
+            "event": "content_block_stop",
+            "data": {"type": "content_block_stop", "index": 0},
+        },
+        {
+            "t": 1000.0,
+            "event": "message_delta",
+            "data": {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 20},
+            },
+        },
+        {"t": 1000.0, "event": "message_stop", "data": {"type": "message_stop"}},
+    ]
+    return events
+
+
+def anthropic_message(text):
+    return {
+        "id": "msg_2",
+        "type": "message",
+        "role": "assistant",
+        "model": CLAUDE,
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 5, "output_tokens": 2},
+    }
+
+
+def anthropic_error(kind, message):
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def anthropic_client(cassette, **options):
+    http = httpx2.Client(transport=cassette.http_transport())
+    return anthropic.Anthropic(api_key="sk-ant-test", http_client=http, **options)
+
+
+def test_anthropic_stream_arrives_at_the_recorded_offsets_in_no_wall_time(tmp_path):
+    path = save(
+        tmp_path / "anthropic-stream.msgpack",
+        interaction(
+            ANTHROPIC_URL, anthropic_request(True), 200, SSE, SseBody(anthropic_events()), 15, 1000
+        ),
+    )
+
+    def run():
+        with use_cassette(path) as cassette:
+            client = anthropic_client(cassette)
+            started = wall()
+            start = time.monotonic()
+            arrivals, texts, kinds = [], [], []
+            events = client.messages.create(
+                model=CLAUDE, max_tokens=256, messages=MESSAGES, stream=True
+            )
+            for event in events:
+                kinds.append(event.type)
+                if event.type == "content_block_delta":
+                    arrivals.append(time.monotonic() - start)
+                    texts.append(event.delta.text)
+            return wall() - started, (cassette, texts, kinds, arrivals)
+
+    cassette, texts, kinds, arrivals = in_no_wall_time(run, "the 1 s stream")
+    assert texts == WORDS
+    assert kinds == [
+        "message_start",
+        "content_block_start",
+        *["content_block_delta"] * 20,
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
+    assert_on_the_recorded_offsets(arrivals)
+    assert assert_time_to_first_event(cassette.requests[0], equals=0.02) == pytest.approx(0.02)
+    assert cassette.sleeps == []
+
+
+# -- a buffering client is caught ----------------------------------------------------------------
+
+
+def buffered(stream):
+    """A client bug: read the whole stream, then hand the pieces on."""
+    everything = list(stream)
+    yield from everything
+
+
+def test_a_buffering_client_fails_assert_incremental(openai_stream):
+    with use_cassette(openai_stream) as cassette:
+        client = openai_client(cassette)
+        start = time.monotonic()
+        arrivals = []
+        stream = client.chat.completions.create(model=MODEL, messages=MESSAGES, stream=True)
+        for chunk in buffered(stream):
+            if chunk.choices and chunk.choices[0].delta.content:
+                arrivals.append(time.monotonic() - start)
+
+    assert arrivals == [1.0] * 20
+    with pytest.raises(
+        AssertionError,
+        match=r"^all 20 deltas reached the client at t=1\.000 s: the stream was buffered, "
+        r"not delivered incrementally$",
+    ):
+        assert_incremental(arrivals, what="deltas")
+    # The transport did deliver piece by piece: only the test's own reading catches the wrapper.
+    assert_incremental(cassette.requests[0], expected=[*OFFSETS, 1.0])
+
+
+def test_the_same_stream_unbuffered_passes(openai_stream):
+    with use_cassette(openai_stream) as cassette:
+        _, arrivals = stream_openai(openai_client(cassette))
+    assert_incremental(arrivals, expected=OFFSETS, min_spread=0.9, what="deltas")
+
+
+# -- Retry-After is honoured, on virtual time ----------------------------------------------------
+
+
+@pytest.fixture
+def openai_rate_limited(tmp_path):
+    return save(
+        tmp_path / "openai-429.msgpack",
+        interaction(
+            OPENAI_URL,
+            openai_request(False),
+            429,
+            [*JSON, ("retry-after", "2")],
+            JsonBody(openai_error("Rate limit reached", "requests", "rate_limit_exceeded")),
+            30.0,
+            31.0,
+        ),
+        interaction(
+            OPENAI_URL,
+            openai_request(False),
+            200,
+            JSON,
+            JsonBody(openai_completion("Hi!")),
+            400,
+            400,
+        ),
+    )
+
+
+def test_openai_waits_the_retry_after_seconds(openai_rate_limited):
+    def run():
+        with use_cassette(openai_rate_limited) as cassette:
+            client = openai_client(cassette, max_retries=2)
+            started = wall()
+            completion = client.chat.completions.create(model=MODEL, messages=MESSAGES)
+            return wall() - started, (cassette, completion)
+
+    cassette, completion = in_no_wall_time(run, "a 2 s retry wait")
+    assert completion.choices[0].message.content == "Hi!"
+    assert [s.duration for s in cassette.sleeps] == [2.0]
+    assert [s.kind for s in cassette.sleeps] == ["time.sleep"]
+    assert assert_waits(cassette, [2.0], tolerance=0.01) == [pytest.approx(2.0)]
+    assert_attempts(cassette, 2)
+    assert [r.status for r in cassette.requests] == [429, 200]
+    assert cassette.requests[0].retry_after == "2"
+    assert cassette.requests[1].sent_at == pytest.approx(0.031 + 2.0)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_async_openai_waits_the_retry_after_seconds(openai_rate_limited, anyio_backend):
+    async def run():
+        with use_cassette(openai_rate_limited) as cassette:
+            client = async_openai_client(cassette, max_retries=2)
+            started = wall()
+            completion = await client.chat.completions.create(model=MODEL, messages=MESSAGES)
+            took = wall() - started
+            await client.close()
+        return took, (cassette, completion)
+
+    cassette, completion = await ain_no_wall_time(run, "a 2 s retry wait")
+    assert completion.choices[0].message.content == "Hi!"
+    assert [(s.kind, s.duration) for s in cassette.sleeps] == [("anyio.sleep", 2.0)]
+    assert_waits(cassette, [2.0], tolerance=0.01)
+    assert_attempts(cassette, 2)
+
+
+def test_anthropic_waits_the_retry_after_seconds(tmp_path):
+    path = save(
+        tmp_path / "anthropic-429.msgpack",
+        interaction(
+            ANTHROPIC_URL,
+            anthropic_request(False),
+            429,
+            [*JSON, ("retry-after", "2")],
+            JsonBody(anthropic_error("rate_limit_error", "Too many requests")),
+            25.0,
+            25.0,
+        ),
+        interaction(
+            ANTHROPIC_URL,
+            anthropic_request(False),
+            200,
+            JSON,
+            JsonBody(anthropic_message("Hi!")),
+            600,
+            600,
+        ),
+    )
+
+    def run():
+        with use_cassette(path) as cassette:
+            client = anthropic_client(cassette, max_retries=2)
+            started = wall()
+            message = client.messages.create(model=CLAUDE, max_tokens=256, messages=MESSAGES)
+            return wall() - started, (cassette, message)
+
+    cassette, message = in_no_wall_time(run, "a 2 s retry wait")
+    assert message.content[0].text == "Hi!"
+    assert [s.duration for s in cassette.sleeps] == [2.0]
+    assert_waits(cassette, [2.0], tolerance=0.01)
+    assert_attempts(cassette, 2)
+    assert [r.status for r in cassette.requests] == [429, 200]
+
+
+# -- 4xx errors are not retried --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        (400, openai.BadRequestError),
+        (404, openai.NotFoundError),
+        (422, openai.UnprocessableEntityError),
+    ],
+)
+def test_openai_does_not_retry_a_4xx(tmp_path, status, error):
+    path = save(
+        tmp_path / f"openai-{status}.msgpack",
+        interaction(
+            OPENAI_URL,
+            openai_request(False),
+            status,
+            JSON,
+            JsonBody(openai_error(f"error {status}", "invalid_request_error", None)),
+            20,
+            20,
+        ),
+    )
+    # allow_repeats: a (wrong) retry would be served again and counted, not fail as a miss.
+    with use_cassette(path, allow_repeats=True) as cassette:
+        client = openai_client(cassette, max_retries=4)
+        with pytest.raises(error, match=f"error {status}"):
+            client.chat.completions.create(model=MODEL, messages=MESSAGES)
+
+    assert_attempts(cassette, 1)
+    assert cassette.sleeps == []
+    assert cassette.requests[0].status == status
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        (400, anthropic.BadRequestError),
+        (404, anthropic.NotFoundError),
+        (422, anthropic.UnprocessableEntityError),
+    ],
+)
+def test_anthropic_does_not_retry_a_4xx(tmp_path, status, error):
+    path = save(
+        tmp_path / f"anthropic-{status}.msgpack",
+        interaction(
+            ANTHROPIC_URL,
+            anthropic_request(False),
+            status,
+            JSON,
+            JsonBody(anthropic_error("invalid_request_error", f"error {status}")),
+            20,
+            20,
+        ),
+    )
+    with use_cassette(path, allow_repeats=True) as cassette:
+        client = anthropic_client(cassette, max_retries=4)
+        with pytest.raises(error, match=f"error {status}"):
+            client.messages.create(model=CLAUDE, max_tokens=256, messages=MESSAGES)
+
+    assert_attempts(cassette, 1)
+    assert cassette.sleeps == []
+
+
+def test_the_same_setup_does_count_retries_of_a_5xx(tmp_path):
+    """The control for the 4xx tests: with allow_repeats a retried request is served and
+    counted, so a retry of a 4xx would have been seen."""
+    path = save(
+        tmp_path / "openai-500.msgpack",
+        interaction(
+            OPENAI_URL,
+            openai_request(False),
+            500,
+            JSON,
+            JsonBody(openai_error("server error", "server_error", None)),
+            20,
+            20,
+        ),
+    )
+
+    def run():
+        with use_cassette(path, allow_repeats=True) as cassette:
+            client = openai_client(cassette, max_retries=2)
+            started = wall()
+            with pytest.raises(openai.InternalServerError):
+                client.chat.completions.create(model=MODEL, messages=MESSAGES)
+            return wall() - started, cassette
+
+    cassette = in_no_wall_time(run, "two retry waits")
+    assert_attempts(cassette, 3)
+    assert [r.status for r in cassette.requests] == [500, 500, 500]
+    # No Retry-After: exponential backoff with up to 25 % jitter, 0.5 s then 1 s.
+    first, second = (s.duration for s in cassette.sleeps)
+    assert 0.375 <= first <= 0.5
+    assert 0.75 <= second <= 1.0
+    assert cassette.requests[1].sent_at == pytest.approx(0.02 + first)
+    assert assert_waits(cassette, [first, second]) == [pytest.approx(first), pytest.approx(second)]
+
+
+def test_waits_between_three_attempts(tmp_path):
+    """Each request's deliveries count from the session start, like its sent_at, so the wait
+    before attempt 3 is measured from the end of attempt 2's response."""
+
+    def limited(seconds, t):
+        headers = [*JSON, ("retry-after", str(seconds))]
+        body = JsonBody(openai_error("Rate limit reached", "requests", None))
+        return interaction(OPENAI_URL, openai_request(False), 429, headers, body, t, t)
+
+    ok = JsonBody(openai_completion("Hi!"))
+    path = save(
+        tmp_path / "openai-429-429.msgpack",
+        limited(1, 31.0),
+        limited(2, 31.0),
+        interaction(OPENAI_URL, openai_request(False), 200, JSON, ok, 400, 400),
+    )
+    with use_cassette(path) as cassette:
+        openai_client(cassette, max_retries=2).chat.completions.create(
+            model=MODEL, messages=MESSAGES
+        )
+
+    assert [s.duration for s in cassette.sleeps] == [1.0, 2.0]
+    assert [r.sent_at for r in cassette.requests] == pytest.approx([0.0, 1.031, 3.062])
+    assert [r.finished_at for r in cassette.requests] == pytest.approx([0.031, 1.062, 3.462])
+    assert_waits(cassette, [1.0, 2.0], tolerance=0.01)
+
+
+# -- Retry-After as an HTTP date -----------------------------------------------------------------
+
+
+RECORDED_AT = datetime.datetime(2024, 3, 1, 12, 0, 0, tzinfo=datetime.UTC)
+
+
+def http_date(moment):
+    return email.utils.format_datetime(moment, usegmt=True)
+
+
+@pytest.mark.parametrize("sdk", ["openai", "anthropic"])
+def test_retry_after_as_an_http_date_reads_as_it_did_live(tmp_path, sdk):
+    headers = [
+        *JSON,
+        ("date", http_date(RECORDED_AT)),
+        ("retry-after", http_date(RECORDED_AT + datetime.timedelta(seconds=3))),
+    ]
+    if sdk == "openai":
+        url, request = OPENAI_URL, openai_request(False)
+        error, ok = openai_error("slow down", "requests", None), openai_completion("Hi!")
+    else:
+        url, request = ANTHROPIC_URL, anthropic_request(False)
+        error, ok = anthropic_error("rate_limit_error", "slow down"), anthropic_message("Hi!")
+    path = save(
+        tmp_path / f"{sdk}-429-date.msgpack",
+        interaction(url, request, 429, headers, JsonBody(error)),
+        interaction(url, request, 200, JSON, JsonBody(ok), 300, 300),
+    )
+
+    def run():
+        with use_cassette(path) as cassette:
+            # The replay's wall clock starts at the first response's Date, years ago.
+            assert time.time() == RECORDED_AT.timestamp()
+            assert datetime.datetime.now(datetime.UTC) == RECORDED_AT
+            started = wall()
+            if sdk == "openai":
+                answer = openai_client(cassette, max_retries=2).chat.completions.create(
+                    model=MODEL, messages=MESSAGES
+                )
+                text = answer.choices[0].message.content
+            else:
+                answer = anthropic_client(cassette, max_retries=2).messages.create(
+                    model=CLAUDE, max_tokens=256, messages=MESSAGES
+                )
+                text = answer.content[0].text
+            return wall() - started, (cassette, text)
+
+    cassette, text = in_no_wall_time(run, "a 3 s retry wait")
+    assert text == "Hi!"
+    assert [s.duration for s in cassette.sleeps] == [pytest.approx(3.0, abs=0.01)]
+    assert_waits(cassette, [3.0], tolerance=0.01)
+    assert_attempts(cassette, 2)
+    assert cassette.requests[0].retry_after == "Fri, 01 Mar 2024 12:00:03 GMT"
+
+
+# -- real and instant timing ---------------------------------------------------------------------
+
+
+def timed_stream(cassette):
+    """Stream through the SDK, noting on the wall clock when the request reached the seam and
+    when each delta reached the caller."""
+    sent = []
+
+    def seam(request):
+        sent.append(wall())
+        return cassette.transport(request)
+
+    client = openai.OpenAI(api_key="sk-test", http_client=httpx2.Client(transport=HTTPBridge(seam)))
+    readings, texts = [], []
+    for chunk in client.chat.completions.create(model=MODEL, messages=MESSAGES, stream=True):
+        if chunk.choices and chunk.choices[0].delta.content:
+            readings.append(wall())
+            texts.append(chunk.choices[0].delta.content)
+    assert len(sent) == 1
+    return texts, [t - sent[0] for t in readings]
+
+
+REAL_TOLERANCE = 0.010
+REAL_ATTEMPTS = 3
+
+
+@pytest.mark.parametrize("speed", [1, 2])
+def test_real_timing_sleeps_the_recorded_gaps(openai_stream, speed):
+    """Each delta within 10 ms of its recorded offset (divided by ``speed``) on the wall clock.
+
+    Never early is exact and checked on every run. Late is the machine's scheduling: on a
+    loaded 2-core box a run can be descheduled for over 10 ms, so a run with a late delta is
+    measured again, up to three runs in all; the lateness of every run is in the failure.
+    """
+    expected = [t / speed for t in OFFSETS]
+    runs = []
+    for _ in range(REAL_ATTEMPTS):
+        with use_cassette(openai_stream, timing="real", speed=speed) as cassette:
+            texts, arrivals = timed_stream(cassette)
+        assert texts == WORDS
+        assert cassette.sleeps == []
+        lateness = [got - want for got, want in zip(arrivals, expected, strict=True)]
+        assert min(lateness) >= -0.001, f"a delta came early: {lateness}"
+        runs.append(f"{max(lateness) * 1000:.1f} ms")
+        if max(lateness) <= REAL_TOLERANCE:
+            break
+    else:
+        pytest.fail(f"a delta was over 10 ms late in every run; worst per run: {runs}")
+
+    assert_incremental(arrivals, expected=expected, tolerance=REAL_TOLERANCE, what="deltas")
+    spread = arrivals[-1] - arrivals[0]
+    assert spread == pytest.approx(0.95 / speed, rel=0.1)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_real_timing_async_notes_no_sleeps_of_its_own(openai_stream, anyio_backend):
+    """Replay's own waits in real mode are not the code's sleeps: cassette.sleeps lists only
+    the code's, while the stream still keeps its (scaled) timing."""
+    speed = 10
+    with use_cassette(openai_stream, timing="real", speed=speed) as cassette:
+        sent = []
+
+        async def seam(request):
+            sent.append(wall())
+            return await cassette.async_transport(request)
+
+        http = httpx2.AsyncClient(transport=HTTPBridge(async_transport=seam))
+        client = openai.AsyncOpenAI(api_key="sk-test", http_client=http)
+        readings = []
+        stream = await client.chat.completions.create(model=MODEL, messages=MESSAGES, stream=True)
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                readings.append(wall())
+        await anyio.sleep(0.01)  # the code's own sleep is still noted
+        await client.close()
+
+    assert [(s.kind, s.duration) for s in cassette.sleeps] == [("anyio.sleep", 0.01)]
+    lateness = [got - sent[0] - t / speed for got, t in zip(readings, OFFSETS, strict=True)]
+    assert min(lateness) >= -0.001, "a delta came before its (scaled) recorded offset"
+    assert max(lateness) < 0.05
+
+
+def test_instant_timing_delivers_everything_at_once(openai_stream):
+    def run():
+        with use_cassette(openai_stream, timing="instant") as cassette:
+            texts, arrivals = timed_stream(cassette)
+        # Recorded over 1 s; replayed, the last of the 20 deltas comes within a few ms of
+        # sending (3 ms typically, measured up to 14 ms on a loaded machine).
+        return arrivals[-1], (cassette, texts, arrivals)
+
+    cassette, texts, arrivals = in_no_wall_time(run, "the last of 20 deltas", limit=0.025)
+    assert texts == WORDS
+    assert arrivals[-1] < 0.025
+    assert cassette.requests[0].complete
+    assert cassette.sleeps == []
