@@ -4,13 +4,15 @@ One method per transport class is replaced: ``HTTPTransport.handle_request`` and
 ``AsyncHTTPTransport.handle_async_request``, in httpx and in httpx2. Each transport then
 answers through the cassette, and what the cassette records goes out through that same
 transport's original method, so proxies, TLS and limits configured on the client still apply.
-Transports a user passed in explicitly (``MockTransport``, a bridge) are left alone.
+Transports a user passed in explicitly (``MockTransport``, a bridge) are left alone, and so
+are the session's own live clients (:class:`DirectLive`), which record for seam transports.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
@@ -18,9 +20,52 @@ from urllib.parse import urlsplit
 from . import _compat
 from ._bridge import HTTPBridge
 from ._live import AsyncLiveTransport, LiveTransport
+from ._seam import TransportRequest, TransportResponse
 from ._session import CassetteSession
 
-__all__ = ["host_allowed", "patch_http_clients"]
+__all__ = ["AsyncDirectLive", "DirectLive", "host_allowed", "patch_http_clients"]
+
+_DIRECT: ContextVar[bool] = ContextVar("pytest_toolnexus_direct", default=False)
+
+
+class DirectLive:
+    """The session's own sync client to the network, which the patch lets through.
+
+    Without it, a seam transport recording through a plain client would pass through the
+    patched ``HTTPTransport`` and be recorded twice. The client is made on first use.
+    """
+
+    def __init__(self) -> None:
+        self._live: LiveTransport | None = None
+
+    def __call__(self, request: TransportRequest) -> TransportResponse:
+        if self._live is None:
+            self._live = LiveTransport()
+        token = _DIRECT.set(True)
+        try:
+            return self._live(request)
+        finally:
+            _DIRECT.reset(token)
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.close()
+
+
+class AsyncDirectLive:
+    """The async mirror of :class:`DirectLive`."""
+
+    def __init__(self) -> None:
+        self._live: AsyncLiveTransport | None = None
+
+    async def __call__(self, request: TransportRequest) -> TransportResponse:
+        if self._live is None:
+            self._live = AsyncLiveTransport()
+        token = _DIRECT.set(True)
+        try:
+            return await self._live(request)
+        finally:
+            _DIRECT.reset(token)
 
 
 def host_allowed(host: str, allowed: Iterable[str]) -> bool:
@@ -88,7 +133,7 @@ def patch_http_clients(
             _send: Callable[..., Any] = original_sync,
             _lib: ModuleType = lib,
         ) -> Any:
-            if allowed and host_allowed(_host(request), allowed):
+            if _DIRECT.get() or (allowed and host_allowed(_host(request), allowed)):
                 return _send(self, request)
             return sync_bridge(self, _lib, _send).handle_request(request)
 
@@ -98,7 +143,7 @@ def patch_http_clients(
             _send: Callable[..., Any] = original_async,
             _lib: ModuleType = lib,
         ) -> Any:
-            if allowed and host_allowed(_host(request), allowed):
+            if _DIRECT.get() or (allowed and host_allowed(_host(request), allowed)):
                 return await _send(self, request)
             return await async_bridge(self, _lib, _send).handle_async_request(request)
 

@@ -19,7 +19,7 @@ import pytest
 
 from . import _hookspecs
 from ._cassette import Cassette, Interaction, RecordedRequest, load_cassette
-from ._patch import patch_http_clients
+from ._patch import AsyncDirectLive, DirectLive, patch_http_clients
 from ._seam import AsyncTransport, Transport, TransportRequest
 from ._session import RECORD_MODES, TIMING_MODES, CassetteSession, UnusedInteractionsWarning
 from ._settings import UNUSED_POLICIES, CassetteOptions, default_cassette_path, layer
@@ -233,7 +233,7 @@ def _cassette_path(item: pytest.Item, options: CassetteOptions) -> Path:
     classes = [node.name for node in item.listchain() if isinstance(node, pytest.Class)]
     test_name = ".".join([*classes, item.name])
     default = default_cassette_path(base, config.rootpath, item.path, test_name, options.name)
-    chosen = config.hook.pytest_toolnexus_cassette_path(item=item, default=default)
+    chosen = item.ihook.pytest_toolnexus_cassette_path(item=item, default=default)
     if chosen is None:
         return default
     path = Path(chosen)
@@ -271,7 +271,8 @@ def cassette(
         # A shared cassette that another test of this run (perhaps on another xdist worker)
         # recorded first: it was missing when the run began, so this test records into it too.
         record = "new"
-    hook = config.hook
+    # item.ihook, not config.hook: a conftest.py's hooks apply to the tests under its folder.
+    hook = item.ihook
     matcher = None
     if hook.pytest_toolnexus_match.get_hookimpls():
 
@@ -291,8 +292,11 @@ def cassette(
         hook.pytest_toolnexus_before_write(cassette=cassette, item=item)
 
     module = getattr(item, "module", None)
+    live = DirectLive()
     session = CassetteSession(
         path,
+        live=live,
+        async_live=AsyncDirectLive(),
         record=record,
         timing=options.timing,
         speed=options.speed,
@@ -328,6 +332,7 @@ def cassette(
         try:
             session.close()
         finally:
+            live.close()
             _report(item, session, options)
 
 

@@ -1,0 +1,354 @@
+"""What the plugin reports, as users see it: the teardown checks (unused interactions, a
+replayed stream never read to its end, a miss the code under test swallowed), the network
+tripwire of replay-only tests, and the ``pytest-toolnexus`` section of the terminal summary.
+
+The loopback emulator belongs to the outer test, so the outer test counts what reached it.
+"""
+
+import re
+
+import pytest
+
+from tests.support.emulator import Emulator
+
+CONFTEST = """
+import os
+
+import httpx
+import pytest
+
+BASE = os.environ["EMULATOR_URL"]
+
+
+@pytest.fixture
+def chat():
+    def send(text):
+        body = {"model": "m", "messages": [{"role": "user", "content": text}]}
+        with httpx.Client() as client:
+            response = client.post(BASE + "/v1/chat/completions", json=body)
+        assert response.status_code == 200
+        return response.json()["choices"][0]["message"]["content"]
+
+    return send
+"""
+
+TWO_CHATS = """
+import pytest
+
+
+@pytest.mark.cassette
+def test_chat(chat):
+    chat("first")
+    chat("second")
+"""
+
+FIRST_ONLY = """
+import pytest
+
+
+@pytest.mark.cassette
+def test_chat(chat):
+    chat("first")
+"""
+
+
+@pytest.fixture
+def emulator(monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    with Emulator() as emu:
+        monkeypatch.setenv("EMULATOR_URL", emu.base_url)
+        yield emu
+
+
+@pytest.fixture
+def project(pytester, emulator):
+    pytester.makeconftest(CONFTEST)
+    return pytester
+
+
+def run(pytester, *args):
+    return pytester.runpytest("-p", "no:hypothesispytest", *args)
+
+
+def literal(text):
+    """``text`` as an fnmatch pattern that matches only itself."""
+    return re.sub(r"([\[*?])", r"[\1]", text)
+
+
+@pytest.fixture
+def fewer_requests(project):
+    """A cassette of two requests, and a test that now sends only the first."""
+    project.makepyfile(test_unused=TWO_CHATS)
+    run(project, "--cassette-record=once").assert_outcomes(passed=1)
+    project.makepyfile(test_unused=FIRST_ONLY)
+    return project
+
+
+# -- teardown checks ----------------------------------------------------------------------------
+
+
+def test_unused_interactions_warn_by_default(fewer_requests, emulator):
+    result = run(fewer_requests)
+
+    result.assert_outcomes(passed=1, warnings=1)
+    unused = f"#1 POST {emulator.base_url}/v1/chat/completions"
+    result.stdout.fnmatch_lines(
+        [
+            "*= warnings summary =*",
+            "test_unused.py::test_chat",
+            "  *UnusedInteractionsWarning: test_unused.py::test_chat: 1 recorded interaction(s) "
+            f"in cassettes/test_unused/test_chat.msgpack were never played: {unused}",
+            "*= pytest-toolnexus =*",
+            "cassettes: 1 used, 1 replayed, 0 recorded, 0 written",
+            "unused interactions:",
+            "  test_unused.py::test_chat: 1 in cassettes/test_unused/test_chat.msgpack",
+            f"    {unused}",
+        ]
+    )
+
+
+def test_unused_interactions_fail_the_test_with_cassette_unused_fail(fewer_requests, emulator):
+    result = run(fewer_requests, "--cassette-unused=fail")
+
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ ERROR at teardown of test_chat _*",
+            "test_unused.py::test_chat: 1 recorded interaction(s) in "
+            "cassettes/test_unused/test_chat.msgpack were never played: "
+            f"#1 POST {emulator.base_url}/v1/chat/completions",
+        ]
+    )
+
+
+def test_the_cassette_unused_ini_key_means_what_the_option_means(fewer_requests, emulator):
+    fewer_requests.makeini("[pytest]\ncassette_unused = fail\n")
+
+    result = run(fewer_requests)
+
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ ERROR at teardown of test_chat _*",
+            "test_unused.py::test_chat: 1 recorded interaction(s) in "
+            "cassettes/test_unused/test_chat.msgpack were never played: "
+            f"#1 POST {emulator.base_url}/v1/chat/completions",
+        ]
+    )
+
+
+def test_unused_interactions_are_not_reported_with_cassette_unused_ignore(fewer_requests):
+    result = run(fewer_requests, "--cassette-unused=ignore")
+
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*UnusedInteractionsWarning*")
+
+
+STREAM = """
+import os
+
+import httpx
+import pytest
+
+URL = os.environ["EMULATOR_URL"] + "/v1/chat/completions"
+BODY = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.mark.cassette
+def test_stream():
+    with httpx.Client() as client, client.stream("POST", URL, json=BODY) as response:
+        lines = response.iter_lines()
+        %s
+"""
+
+
+def test_a_replayed_stream_never_read_to_its_end_is_reported(project, emulator):
+    # Given a stream recorded whole, its events 50 ms apart
+    emulator.delay = 0.05
+    emulator.events = 3
+    project.makepyfile(test_stream=STREAM % "assert 'data: [DONE]' in list(lines)")
+    run(project, "--cassette-record=once").assert_outcomes(passed=1)
+    # When the test now stops after the first event
+    project.makepyfile(test_stream=STREAM % "assert next(lines).startswith('data: ')")
+
+    result = run(project, "--cassette-unused=fail")
+
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ ERROR at teardown of test_stream _*",
+            "test_stream.py::test_stream: 1 replayed response(s) were never read to the end: "
+            f"POST {emulator.base_url}/v1/chat/completions",
+        ]
+    )
+
+
+def test_a_miss_the_code_under_test_swallowed_still_fails_the_test(project, emulator):
+    project.makepyfile(test_swallow=FIRST_ONLY)
+    run(project, "--cassette-record=once").assert_outcomes(passed=1)
+    project.makepyfile(
+        test_swallow="""
+        import pytest
+
+
+        @pytest.mark.cassette
+        def test_chat(chat):
+            chat("first")
+            try:
+                chat("not recorded")
+            except Exception:
+                pass  # the code under test hides the error, as some retry wrappers do
+        """
+    )
+
+    result = run(project)
+
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ ERROR at teardown of test_chat _*",
+            "the code under test caught and hid a cassette miss; the request had no recording:",
+            "",
+            f"No recorded interaction matches POST {emulator.base_url}/v1/chat/completions",
+            "",
+            literal('  request body:  {"model":"m","messages":[{"role":"user","content":')
+            + '"not recorded"}]}',
+        ]
+    )
+    assert len(emulator.requests) == 1
+
+
+def test_a_failing_test_reports_its_failure_and_not_the_unused_interactions(fewer_requests):
+    fewer_requests.makepyfile(
+        test_unused=FIRST_ONLY + "    raise AssertionError('the real problem')\n"
+    )
+
+    result = run(fewer_requests)
+
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["E       AssertionError: the real problem"])
+    result.stdout.no_fnmatch_line("*UnusedInteractionsWarning*")
+
+
+def test_a_replay_only_test_cannot_reach_the_network_another_way(project, emulator):
+    project.makepyfile(test_urllib=FIRST_ONLY)
+    run(project, "--cassette-record=once").assert_outcomes(passed=1)
+    project.makepyfile(
+        test_urllib="""
+        import os
+        import urllib.request
+
+        import pytest
+
+
+        @pytest.mark.cassette
+        def test_chat(chat):
+            chat("first")
+            urllib.request.urlopen(os.environ["EMULATOR_URL"] + "/health", timeout=5)
+        """
+    )
+
+    result = run(project)
+
+    result.assert_outcomes(failed=1)
+    host, port = emulator.base_url.removeprefix("http://").split(":")
+    result.stdout.fnmatch_lines(
+        [
+            f"E *pytest-toolnexus blocked a connection to {host}:{port}: cassette "
+            "cassettes/test_urllib/test_chat.msgpack is replay-only (record mode 'none'), so "
+            "nothing may reach the network.*"
+            f"let the host through with --cassette-allow-hosts={host} "
+            + literal(f"(allow_hosts=['{host}'] on the marker)."),
+        ]
+    )
+    assert len(emulator.requests) == 1
+
+
+# -- the end-of-run summary ---------------------------------------------------------------------
+
+THREE_TESTS = """
+import pytest
+
+
+@pytest.mark.cassette
+def test_a(chat):
+    chat("a")
+
+
+@pytest.mark.cassette
+def test_b(chat):
+    chat("b")
+
+
+@pytest.mark.cassette
+def test_c(chat):
+    chat("c")
+
+
+def test_without_a_cassette():
+    pass
+"""
+
+
+def test_summary_counts_cassettes_and_lists_written_files(project):
+    project.makepyfile(test_three=THREE_TESTS)
+
+    recorded = run(project, "--cassette-record=once")
+    replayed = run(project)
+
+    recorded.assert_outcomes(passed=4)
+    recorded.stdout.fnmatch_lines(
+        [
+            "*= pytest-toolnexus =*",
+            "cassettes: 3 used, 0 replayed, 3 recorded, 3 written",
+            "  written: cassettes/test_three/test_a.msgpack",
+            "  written: cassettes/test_three/test_b.msgpack",
+            "  written: cassettes/test_three/test_c.msgpack",
+            "*= 4 passed in *",
+        ]
+    )
+    replayed.stdout.fnmatch_lines(
+        [
+            "*= pytest-toolnexus =*",
+            "cassettes: 3 used, 3 replayed, 0 recorded, 0 written",
+            "*= 4 passed in *",
+        ]
+    )
+    replayed.stdout.no_fnmatch_line("  written: *")
+
+
+def test_no_summary_section_when_no_test_used_a_cassette(project):
+    project.makepyfile(test_three=THREE_TESTS)
+
+    result = run(project, "-k", "without")
+
+    result.assert_outcomes(passed=1, deselected=3)
+    result.stdout.no_fnmatch_line("*pytest-toolnexus*")
+
+
+def test_report_unused_files_lists_cassettes_on_disk_that_no_test_used(project):
+    project.makepyfile(test_three=THREE_TESTS)
+    run(project, "--cassette-record=once").assert_outcomes(passed=4)
+    project.path.joinpath("cassettes", "test_gone").mkdir()
+    project.path.joinpath("cassettes", "test_three", "test_a.msgpack").rename(
+        project.path / "cassettes" / "test_gone" / "test_removed.msgpack"
+    )
+    project.makepyfile(test_three=THREE_TESTS.replace("test_a", "test_renamed"))
+    run(project, "-k", "test_renamed", "--cassette-record=once").assert_outcomes(
+        passed=1, deselected=3
+    )
+
+    result = run(project, "-k", "test_b", "--cassette-report-unused-files")
+
+    result.assert_outcomes(passed=1, deselected=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*= pytest-toolnexus =*",
+            "cassettes: 1 used, 1 replayed, 0 recorded, 0 written",
+            "cassettes no test used: 3",
+            "  cassettes/test_gone/test_removed.msgpack",
+            "  cassettes/test_three/test_c.msgpack",
+            "  cassettes/test_three/test_renamed.msgpack",
+            "*= 1 passed, 3 deselected in *",
+        ]
+    )
