@@ -70,12 +70,29 @@ def wants_stream(url: str, headers: Headers, body: RequestBody) -> bool:
 _SAFE_INTEGER: Final = 2**53
 
 
+def _wire_safe(value: object) -> bool:
+    """The quick pass of :func:`wire_problem`: no paths built unless something is wrong."""
+    if value is None or isinstance(value, str | bool):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, int):
+        return abs(value) <= _SAFE_INTEGER
+    if isinstance(value, dict):
+        return all(_wire_safe(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return all(_wire_safe(item) for item in value)
+    return True
+
+
 def wire_problem(value: object, path: str = "root") -> str | None:
     """Where a parsed body holds what no wire could carry, or None.
 
     NaN and the infinities are not JSON (``json.dumps(allow_nan=False)`` refuses them), and an
     integer beyond 2**53 does not survive a JSON parser that reads numbers as doubles.
     """
+    if path == "root" and _wire_safe(value):
+        return None
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return None
     if isinstance(value, float):

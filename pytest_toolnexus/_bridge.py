@@ -82,16 +82,20 @@ def _seam_request(lib_request: Any, content: bytes) -> TransportRequest:
     )
 
 
-def _fixed_body(response: TransportResponse) -> tuple[Headers, bytes]:
-    """Headers and bytes for a response whose body is not a stream."""
+def _fixed_body(response: TransportResponse) -> tuple[list[tuple[str, str]], bytes]:
+    """Header pairs and bytes for a response whose body is not a stream."""
     headers = response.headers
     if isinstance(response.body, bytes):
         content = response.body
+        typed = True
     else:
         content = encode_json(response.body)  # type: ignore[arg-type]
-        if "content-type" not in headers:
-            headers = headers.with_value("content-type", "application/json")
-    return headers.with_value("content-length", str(len(content))), content
+        typed = "content-type" in headers
+    pairs = [(k, v) for k, v in headers.multi_items() if k.lower() != "content-length"]
+    if not typed:
+        pairs.append(("content-type", "application/json"))
+    pairs.append(("content-length", str(len(content))))
+    return pairs, content
 
 
 class HTTPBridge(_compat.SyncTransportBase, _compat.AsyncTransportBase):
@@ -132,10 +136,8 @@ class HTTPBridge(_compat.SyncTransportBase, _compat.AsyncTransportBase):
             return lib.Response(
                 response.status, headers=headers.multi_items(), stream=stream, request=request
             )
-        headers, content = _fixed_body(response)
-        return lib.Response(
-            response.status, headers=headers.multi_items(), content=content, request=request
-        )
+        pairs, content = _fixed_body(response)
+        return lib.Response(response.status, headers=pairs, content=content, request=request)
 
     async def handle_async_request(self, request: Any) -> Any:
         if self._async_transport is None:
@@ -155,10 +157,8 @@ class HTTPBridge(_compat.SyncTransportBase, _compat.AsyncTransportBase):
             return lib.Response(
                 response.status, headers=headers.multi_items(), stream=stream, request=request
             )
-        headers, content = _fixed_body(response)
-        return lib.Response(
-            response.status, headers=headers.multi_items(), content=content, request=request
-        )
+        pairs, content = _fixed_body(response)
+        return lib.Response(response.status, headers=pairs, content=content, request=request)
 
     def close(self) -> None:
         close = getattr(self._transport, "close", None)

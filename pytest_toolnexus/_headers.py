@@ -59,6 +59,21 @@ class Headers(Mapping[str, str]):
             index.setdefault(name.lower(), []).append(value)
         self._index: Final[dict[str, list[str]]] = index
 
+    @classmethod
+    def from_checked_pairs(cls, pairs: list[tuple[str, str]]) -> Headers:
+        """Headers from ``(name, value)`` string pairs the caller has already checked.
+
+        The loader's fast path: it skips the per-item conversion and checks of ``__init__``.
+        """
+        headers = object.__new__(cls)
+        items = tuple(pairs)
+        index: dict[str, list[str]] = {}
+        for name, value in items:
+            index.setdefault(name.lower(), []).append(value)
+        object.__setattr__(headers, "_items", items)
+        object.__setattr__(headers, "_index", index)
+        return headers
+
     def __getitem__(self, name: str) -> str:
         return ", ".join(self._index[name.lower()])
 

@@ -7,6 +7,7 @@ Lookups go through a hash index, so the cost of a match does not grow with the c
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import reprlib
@@ -129,6 +130,7 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+@functools.lru_cache(maxsize=4096)
 def normalize_url(url: str, masked_query: frozenset[str] = CREDENTIAL_QUERY_PARAMS) -> str:
     """Lower-case scheme and host, no default port, sorted query, masked credential values."""
     parts = urlsplit(url)

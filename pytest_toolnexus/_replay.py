@@ -8,8 +8,9 @@ reshape it before it is played.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any, overload
 
 from ._cancel import CancelToken
 from ._cassette import (
@@ -17,6 +18,7 @@ from ._cassette import (
     EmptyBody,
     Interaction,
     JsonBody,
+    MalformedCassette,
     NdjsonBody,
     RecordedError,
     RecordedResponse,
@@ -27,7 +29,16 @@ from ._errors import ERROR_KINDS, ReplayError, TransportError
 from ._headers import Headers
 from ._seam import AsyncByteStream, ByteStream, JSONValue, TransportRequest, TransportResponse
 
-__all__ = ["Delivery", "Ended", "Plan", "Shaper", "aplay", "plan_of", "play"]
+__all__ = [
+    "Delivery",
+    "Ended",
+    "Malformed",
+    "Plan",
+    "Shaper",
+    "aplay",
+    "plan_of",
+    "play",
+]
 
 Delivery = Callable[[int, float], None]
 """Called as ``(piece_number, clock_time)`` each time a piece reaches the client."""
@@ -42,13 +53,14 @@ class Plan:
     then the end (or ``error``). Times in ms from the moment the request was sent.
 
     ``value`` is set when the body is one JSON document, so a client that did not ask for a
-    stream gets it parsed. ``streamed`` is true when the recording was a stream.
+    stream gets it parsed. ``streamed`` is true when the recording was a stream. ``pieces`` of
+    a stream are produced as the client pulls them; a shaper gets them as a list.
     """
 
     status: int
     headers: Headers
     t_headers: float
-    pieces: list[tuple[float, bytes]]
+    pieces: Sequence[tuple[float, bytes]]
     end: float
     error: RecordedError | None = None
     complete: bool = True
@@ -57,6 +69,9 @@ class Plan:
     has_value: bool = False
     notes: list[str] = field(default_factory=list)
 
+
+Malformed = Callable[[MalformedCassette], Exception]
+"""Turns a broken stored piece into the error the client should see."""
 
 Shaper = Callable[[Plan], Plan]
 """Reshapes a plan before it is played (what a fault does)."""
@@ -71,17 +86,19 @@ def _error(recorded: RecordedError) -> TransportError:
     return cls(recorded.message)
 
 
-def plan_of(response: RecordedResponse) -> Plan:
-    """The plan for a recorded response. Raises :class:`MalformedCassette` for broken pieces."""
+def plan_of(response: RecordedResponse, *, whole_bytes: bool = True) -> Plan:
+    """The plan for a recorded response. Stream pieces are made lazily; a broken one raises
+    :class:`MalformedCassette` when it is reached. ``whole_bytes=False`` skips encoding a
+    JSON body that will be handed over parsed."""
     body = response.body
     streamed = isinstance(body, SseBody | NdjsonBody | ChunksBody)
+    pieces: Sequence[tuple[float, bytes]]
     if isinstance(body, SseBody | NdjsonBody | ChunksBody):
-        pieces = list(body.pieces())
-    elif isinstance(body, EmptyBody):
+        pieces = _LazyPieces(body.pieces())
+    elif isinstance(body, EmptyBody) or (isinstance(body, JsonBody) and not whole_bytes):
         pieces = []
     else:
         pieces = [(response.t_end, body.content())]
-    is_json = isinstance(body, JsonBody)
     return Plan(
         status=response.status,
         headers=response.headers,
@@ -92,8 +109,50 @@ def plan_of(response: RecordedResponse) -> Plan:
         complete=response.complete,
         streamed=streamed,
         value=body.value if isinstance(body, JsonBody) else None,
-        has_value=is_json,
+        has_value=isinstance(body, JsonBody),
     )
+
+
+class _LazyPieces(Sequence[tuple[float, bytes]]):
+    """Stream pieces made as they are iterated, so the first byte goes out before the last
+    event of a long stream is encoded; asking for a length or an index makes them all."""
+
+    def __init__(self, source: Iterator[tuple[float, bytes]]) -> None:
+        self._source: Iterator[tuple[float, bytes]] | None = source
+        self._made: list[tuple[float, bytes]] = []
+
+    def __iter__(self) -> Iterator[tuple[float, bytes]]:
+        position = 0
+        while True:
+            if position < len(self._made):
+                yield self._made[position]
+                position += 1
+                continue
+            if self._source is None:
+                return
+            piece = next(self._source, None)
+            if piece is None:
+                self._source = None
+                return
+            self._made.append(piece)
+
+    def _all(self) -> list[tuple[float, bytes]]:
+        if self._source is not None:
+            self._made.extend(self._source)
+            self._source = None
+        return self._made
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[float, bytes]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[tuple[float, bytes]]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        return self._all()[index]
 
 
 def _incomplete(count: int) -> ReplayError:
@@ -114,13 +173,14 @@ def _whole(plan: Plan, request: TransportRequest) -> TransportResponse | None:
 
 
 def _prepare(
-    interaction: Interaction, shape: Shaper | None
+    interaction: Interaction, request: TransportRequest, shape: Shaper | None
 ) -> tuple[Plan | None, RecordedError | None]:
     if interaction.error is not None:
         return None, interaction.error
     assert interaction.response is not None
-    plan = plan_of(interaction.response)
-    return (shape(plan) if shape is not None else plan), None
+    if shape is None:
+        return plan_of(interaction.response, whole_bytes=request.stream), None
+    return shape(plan_of(interaction.response)), None
 
 
 def play(
@@ -131,10 +191,14 @@ def play(
     on_deliver: Delivery | None = None,
     on_end: Ended | None = None,
     shape: Shaper | None = None,
+    on_malformed: Malformed | None = None,
 ) -> TransportResponse:
-    """The sync response for ``interaction``; ``start`` is the clock time the request was sent."""
+    """The sync response for ``interaction``; ``start`` is the clock time the request was sent.
+
+    ``on_malformed`` turns a broken stored piece, met while streaming, into the error to raise.
+    """
     cancel = request.cancel
-    plan, failure = _prepare(interaction, shape)
+    plan, failure = _prepare(interaction, request, shape)
     if failure is not None:
         clock.wait_until(start + _seconds(failure.t, clock), cancel)
         raise _error(failure)
@@ -151,8 +215,25 @@ def play(
     return TransportResponse(
         plan.status,
         plan.headers,
-        ByteStream(_pieces(plan, clock, start, cancel, on_deliver, on_end)),
+        ByteStream(_pieces(plan, clock, start, cancel, on_deliver, on_end, on_malformed)),
     )
+
+
+def _lookahead(
+    pieces: Iterable[tuple[float, bytes]], on_malformed: Malformed | None
+) -> Iterator[tuple[float, bytes, bool]]:
+    """Each piece with a flag that says whether it is the last one."""
+    iterator = iter(pieces)
+    try:
+        current = next(iterator, None)
+        while current is not None:
+            following = next(iterator, None)
+            yield current[0], current[1], following is None
+            current = following
+    except MalformedCassette as exc:
+        if on_malformed is None:
+            raise
+        raise on_malformed(exc) from exc
 
 
 def _pieces(
@@ -162,26 +243,30 @@ def _pieces(
     cancel: CancelToken | None,
     on_deliver: Delivery | None,
     on_end: Ended | None,
+    on_malformed: Malformed | None,
 ) -> Iterator[bytes]:
-    delivered = 0
+    read_all = False
+    number = -1
     try:
-        for number, (t_ms, data) in enumerate(plan.pieces):
+        for number, (t_ms, data, last) in enumerate(_lookahead(plan.pieces, on_malformed)):
             clock.wait_until(start + _seconds(t_ms, clock), cancel)
             if on_deliver is not None:
                 on_deliver(number, clock.now())
-            delivered += 1
+            read_all = last
             yield data
+        read_all = True
         if plan.error is not None:
+            read_all = False
             clock.wait_until(start + _seconds(plan.error.t, clock), cancel)
             raise _error(plan.error)
         if not plan.complete:
-            raise _incomplete(len(plan.pieces))
+            raise _incomplete(number + 1)
         clock.wait_until(start + _seconds(plan.end, clock), cancel)
     finally:
         # A client that closes the body after its last recorded piece has read all of it:
         # SSE clients stop at their end marker without asking for more, and a recording made
         # that way ends there too.
-        if on_end is not None and delivered == len(plan.pieces) and plan.error is None:
+        if on_end is not None and read_all and plan.error is None:
             on_end()
 
 
@@ -193,10 +278,11 @@ async def aplay(
     on_deliver: Delivery | None = None,
     on_end: Ended | None = None,
     shape: Shaper | None = None,
+    on_malformed: Malformed | None = None,
 ) -> TransportResponse:
     """The async mirror of :func:`play`."""
     cancel = request.cancel
-    plan, failure = _prepare(interaction, shape)
+    plan, failure = _prepare(interaction, request, shape)
     if failure is not None:
         await clock.await_until(start + _seconds(failure.t, clock), cancel)
         raise _error(failure)
@@ -213,7 +299,7 @@ async def aplay(
     return TransportResponse(
         plan.status,
         plan.headers,
-        AsyncByteStream(_apieces(plan, clock, start, cancel, on_deliver, on_end)),
+        AsyncByteStream(_apieces(plan, clock, start, cancel, on_deliver, on_end, on_malformed)),
     )
 
 
@@ -224,21 +310,25 @@ async def _apieces(
     cancel: CancelToken | None,
     on_deliver: Delivery | None,
     on_end: Ended | None,
+    on_malformed: Malformed | None,
 ) -> AsyncIterator[bytes]:
-    delivered = 0
+    read_all = False
+    number = -1
     try:
-        for number, (t_ms, data) in enumerate(plan.pieces):
+        for number, (t_ms, data, last) in enumerate(_lookahead(plan.pieces, on_malformed)):
             await clock.await_until(start + _seconds(t_ms, clock), cancel)
             if on_deliver is not None:
                 on_deliver(number, clock.now())
-            delivered += 1
+            read_all = last
             yield data
+        read_all = True
         if plan.error is not None:
+            read_all = False
             await clock.await_until(start + _seconds(plan.error.t, clock), cancel)
             raise _error(plan.error)
         if not plan.complete:
-            raise _incomplete(len(plan.pieces))
+            raise _incomplete(number + 1)
         await clock.await_until(start + _seconds(plan.end, clock), cancel)
     finally:
-        if on_end is not None and delivered == len(plan.pieces) and plan.error is None:
+        if on_end is not None and read_all and plan.error is None:
             on_end()

@@ -322,6 +322,7 @@ class CassetteSession:
                         sent._deliver,
                         sent._ended,
                         turn.shape,
+                        self._malformed_error(turn.position),
                     )
                 return sent._answered(response)
             if recorder is None:
@@ -356,6 +357,7 @@ class CassetteSession:
                         sent._deliver,
                         sent._ended,
                         turn.shape,
+                        self._malformed_error(turn.position),
                     )
                 return sent._answered(response)
             if recorder is None:
@@ -368,6 +370,16 @@ class CassetteSession:
             )
 
         return handle
+
+    def _malformed_error(self, position: int | None) -> Callable[[MalformedCassette], Exception]:
+        where = "an injected fault" if position is None else f"interaction {position}"
+
+        def error(exc: MalformedCassette) -> Exception:
+            return CassetteFormatError(
+                f"cassette {self.path} is corrupt at {where}: {exc}", path=str(self.path)
+            )
+
+        return error
 
     @contextlib.contextmanager
     def _malformed(self, position: int | None) -> Iterator[None]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,9 +38,12 @@ def parse_json_text(text: str) -> tuple[bool, Any]:
 
 
 def storable(value: Any) -> bool:
-    """True when msgpack can store ``value`` and read it back: string keys, 64-bit integers."""
-    if isinstance(value, bool) or value is None or isinstance(value, str | float):
+    """True when msgpack can store ``value`` and it encodes back to JSON: string keys, 64-bit
+    integers, finite floats (``1e400`` parses to infinity, which is not JSON: kept as text)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
         return True
+    if isinstance(value, float):
+        return math.isfinite(value)
     if isinstance(value, int):
         return -(2**63) <= value < 2**64
     if isinstance(value, list):

@@ -20,9 +20,6 @@ from ._errors import NetworkBlockedError
 
 __all__ = ["arm_tripwire"]
 
-_REAL_CONNECT: Final = socket.socket.connect
-_REAL_CONNECT_EX: Final = socket.socket.connect_ex
-_REAL_GETADDRINFO: Final = socket.getaddrinfo
 _LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
 _lock = threading.Lock()
@@ -52,6 +49,11 @@ def arm_tripwire(
         if _armed:
             raise RuntimeError("the network tripwire is already armed")
         _armed = True
+    # What is installed now, which the tripwire calls through and disarm puts back: another
+    # tool's wrapper installed before arming survives arming and disarming.
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+    real_getaddrinfo = socket.getaddrinfo
     names = {h.lower().strip().strip("[]") for h in allow_hosts if h.strip()}
     addresses: set[str] = set()
     for name in names:
@@ -80,7 +82,7 @@ def arm_tripwire(
         name = host.decode() if isinstance(host, bytes) else str(host)
         if host is not None and not allowed(name):
             raise blocked(name, port)
-        results = _REAL_GETADDRINFO(host, port, *args, **kwargs)
+        results = real_getaddrinfo(host, port, *args, **kwargs)
         if host is not None:
             for *_, sockaddr in results:
                 addresses.add(str(sockaddr[0]).split("%", 1)[0])
@@ -95,22 +97,30 @@ def arm_tripwire(
 
     def connect(self: socket.socket, address: Any) -> None:
         check(self, address)
-        _REAL_CONNECT(self, address)
+        real_connect(self, address)
 
     def connect_ex(self: socket.socket, address: Any) -> int:
         check(self, address)
-        result: int = _REAL_CONNECT_EX(self, address)
+        result: int = real_connect_ex(self, address)
         return result
 
     socket.socket.connect = connect  # type: ignore[method-assign,assignment]
     socket.socket.connect_ex = connect_ex  # type: ignore[method-assign,assignment]
     socket.getaddrinfo = getaddrinfo
 
+    disarmed = False
+
     def disarm() -> None:
+        # Once only: a second call must not put back what was current at arming over a
+        # change made since.
         global _armed
-        socket.socket.connect = _REAL_CONNECT  # type: ignore[method-assign]
-        socket.socket.connect_ex = _REAL_CONNECT_EX  # type: ignore[method-assign]
-        socket.getaddrinfo = _REAL_GETADDRINFO
+        nonlocal disarmed
+        if disarmed:
+            return
+        disarmed = True
+        socket.socket.connect = real_connect  # type: ignore[method-assign]
+        socket.socket.connect_ex = real_connect_ex  # type: ignore[method-assign]
+        socket.getaddrinfo = real_getaddrinfo
         with _lock:
             _armed = False
 

@@ -1,0 +1,194 @@
+"""``pytest-toolnexus check`` and ``show``, run as a user runs them: a separate process.
+
+``check`` must pass the committed cassettes, and fail (exit 1), naming the file, on a cassette
+that holds a secret (without printing it), a corrupt file and a file from a newer format
+version. ``--allow-secret`` lets a known fake through. ``show`` prints a cassette with the
+timeline of its stream.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import msgpack
+
+from pytest_toolnexus import Cassette, Headers, Interaction, RecordedRequest, RecordedResponse
+from pytest_toolnexus._cassette import FORMAT, JsonBody, SseBody
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKE_KEY = "sk-proj-" + "Fk9_" * 6  # built at run time: no secret-shaped literal in the source
+
+
+def run(*args, cwd=ROOT):
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest_toolnexus", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
+        check=False,
+    )
+    return result.returncode, result.stdout + result.stderr
+
+
+def stream_cassette(path, *, extra=None, depth=0):
+    events = [
+        {"t": 120.0, "data": {"delta": "Hel"}},
+        {"t": 480.5, "event": "delta", "data": {"delta": "lo"}},
+        {"t": 900.0, "text": "[DONE]"},
+    ]
+    body = {"model": "m", "stream": True, "note": extra or "none"}
+    for _ in range(depth):
+        body = {"wrap": [body]}
+    interaction = Interaction(
+        RecordedRequest(
+            "POST",
+            "https://api.example.invalid/v1/chat/completions",
+            Headers([("content-type", "application/json")]),
+            JsonBody(body),
+        ),
+        RecordedResponse(
+            200,
+            Headers([("content-type", "text/event-stream")]),
+            SseBody(events),
+            t_headers=80.0,
+            t_end=910.0,
+        ),
+    )
+    # Cassette.save writes what it is given: the scan belongs to recording and to `check`.
+    Cassette(Path(path), [interaction], {"source": "test_cli"}).save()
+    return path
+
+
+def test_check_passes_the_committed_cassettes():
+    committed = sorted((ROOT / "cassettes").rglob("*.msgpack"))
+    assert committed, "the repository ships example cassettes"
+
+    code, out = run("check", "cassettes")
+
+    assert code == 0, out
+    assert f"{len(committed)} cassette(s) checked, 0 with problems" in out
+    for path in committed:
+        assert f"ok   {path.relative_to(ROOT)}" in out
+
+
+def test_check_fails_on_a_secret_without_printing_it(tmp_path):
+    good = stream_cassette(tmp_path / "good.msgpack")
+    leaky = stream_cassette(tmp_path / "sub" / "leaky.msgpack", extra=f"key={FAKE_KEY}")
+
+    code, out = run("check", tmp_path)
+
+    assert code == 1
+    assert f"ok   {good} (1 interactions)" in out
+    assert f"FAIL {leaky}: 1 secret(s)" in out
+    assert "interaction #0, request.body.value['note']: an OpenAI project key" in out
+    assert FAKE_KEY not in out
+    assert "2 cassette(s) checked, 1 with problems" in out
+
+
+def test_check_never_prints_a_secret_that_is_a_map_key(tmp_path):
+    leaky = stream_cassette(tmp_path / "leaky.msgpack", extra={FAKE_KEY: "active"})
+
+    code, out = run("check", leaky)
+
+    assert code == 1
+    assert f"FAIL {leaky}" in out
+    assert FAKE_KEY not in out
+
+
+def test_allow_secret_lets_a_known_fake_through(tmp_path):
+    stream_cassette(tmp_path / "fake.msgpack", extra=f"key={FAKE_KEY}")
+
+    code, out = run("check", tmp_path, "--allow-secret", FAKE_KEY)
+
+    assert code == 0, out
+    assert "1 cassette(s) checked, 0 with problems" in out
+
+
+def test_check_fails_on_a_corrupt_file_and_names_it(tmp_path):
+    whole = stream_cassette(tmp_path / "whole.msgpack").read_bytes()
+    cuts = {"one-byte": 1, "header": 10, "half": len(whole) // 2, "last-byte-lost": -1}
+    for name, cut in cuts.items():
+        (tmp_path / f"{name}.msgpack").write_bytes(whole[:cut])
+    (tmp_path / "garbage.msgpack").write_bytes(b"\xc1" + whole[1:])  # 0xc1 is never msgpack
+
+    code, out = run("check", tmp_path)
+
+    assert code == 1
+    for name in [*cuts, "garbage"]:
+        corrupt = tmp_path / f"{name}.msgpack"
+        assert f"FAIL {corrupt}: cassette {corrupt} is truncated or not msgpack" in out, name
+    assert f"ok   {tmp_path / 'whole.msgpack'}" in out
+    assert "6 cassette(s) checked, 5 with problems" in out
+    assert "Traceback" not in out
+
+
+def test_check_fails_on_a_file_from_a_newer_format_version(tmp_path):
+    newer = tmp_path / "newer.msgpack"
+    newer.write_bytes(
+        msgpack.packb({"format": FORMAT, "version": 2, "meta": {}, "interactions": []})
+    )
+
+    code, out = run("check", newer)
+
+    assert code == 1
+    assert f"FAIL {newer}: cassette {newer} uses format version 2" in out
+    assert "upgrade pytest-toolnexus" in out
+
+
+def test_check_handles_a_cassette_nested_deeper_than_the_recursion_limit(tmp_path):
+    # msgpack carries ~1000 levels; the scan used to recurse once per level and crash.
+    deep = stream_cassette(tmp_path / "deep.msgpack", depth=470)
+    deep_leak = stream_cassette(tmp_path / "deep_leak.msgpack", depth=470, extra=FAKE_KEY)
+
+    code, out = run("check", tmp_path)
+
+    assert code == 1, out
+    assert "Traceback" not in out
+    assert f"ok   {deep} (1 interactions)" in out
+    assert f"FAIL {deep_leak}: 1 secret(s)" in out
+    assert FAKE_KEY not in out
+
+
+def test_check_finds_no_cassette_in_an_empty_folder_and_ignores_temp_files(tmp_path):
+    # A write killed mid-way can leave its temp file; it is not a cassette.
+    (tmp_path / ".chat.msgpack.k2j3.tmp").write_bytes(b"\x85\xa6form")
+
+    code, out = run("check", tmp_path)
+
+    assert code == 1
+    assert "no cassettes found" in out
+
+
+def test_show_prints_a_cassette_with_its_timeline(tmp_path):
+    path = stream_cassette(tmp_path / "chat.msgpack")
+
+    code, out = run("show", path)
+
+    assert code == 0, out
+    lines = out.splitlines()
+    assert lines[0] == f"cassette {path} (format version 1)"
+    assert "  source: test_cli" in lines
+    assert "#0 POST https://api.example.invalid/v1/chat/completions" in lines
+    assert "-> 200 (headers at 80.0 ms, end at 910.0 ms)" in lines
+    assert "  3 sse piece(s) over 910.0 ms" in lines
+    timeline = [line for line in lines if " ms " in line and "|" in line]
+    assert len(timeline) == 3
+    assert timeline[0].strip().startswith("120.0 ms")
+    assert timeline[1].rstrip().endswith('delta: {"delta": "lo"}')
+    assert timeline[2].rstrip().endswith("[DONE]")
+    # The bar marks each arrival further along as time goes on.
+    positions = [line.index("|") for line in timeline]
+    assert positions == sorted(positions)
+    assert positions[0] < positions[-1]
+
+
+def test_show_reports_a_corrupt_file_instead_of_crashing(tmp_path):
+    corrupt = tmp_path / "corrupt.msgpack"
+    corrupt.write_bytes(stream_cassette(tmp_path / "ok.msgpack").read_bytes()[:40])
+
+    code, out = run("show", corrupt)
+
+    assert code == 1
+    assert out.startswith(f"error: cassette {corrupt} is truncated or not msgpack")
+    assert "Traceback" not in out
