@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Final
 from urllib.parse import parse_qsl, urlsplit
 
@@ -16,6 +17,7 @@ __all__ = [
     "is_json_type",
     "wants_stream",
     "wire_problem",
+    "wire_suspect",
 ]
 
 _STREAM_TYPES = ("text/event-stream", "application/x-ndjson", "application/jsonl")
@@ -68,6 +70,15 @@ def wants_stream(url: str, headers: Headers, body: RequestBody) -> bool:
 
 
 _SAFE_INTEGER: Final = 2**53
+
+
+_SUSPECT: Final = re.compile(rb"NaN|Infinity|[0-9]{16}")
+
+
+def wire_suspect(content: bytes | None) -> bool:
+    """False when encoded ``content`` cannot hold NaN, an infinity or a 16-digit number, so
+    the body it parsed to needs no :func:`wire_problem` walk."""
+    return content is None or _SUSPECT.search(content) is not None
 
 
 def _wire_safe(value: object) -> bool:

@@ -67,7 +67,7 @@ class _AsyncPull(_compat.AsyncStreamBase):
 
 
 def _seam_request(lib_request: Any, content: bytes) -> TransportRequest:
-    headers = Headers(lib_request.headers.multi_items())
+    headers = Headers.from_checked_pairs(lib_request.headers.multi_items())
     url = str(lib_request.url)
     body = decode_body(headers, content)
     timeout = lib_request.extensions.get("timeout", {}).get("read")

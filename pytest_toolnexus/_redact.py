@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -71,6 +72,7 @@ def redact_headers(headers: Headers) -> Headers:
     )
 
 
+@functools.lru_cache(maxsize=4096)
 def redact_url(url: str) -> str:
     """The URL with every credential query parameter's value replaced by ``REDACTED``."""
     parts = urlsplit(url)

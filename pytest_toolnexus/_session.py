@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
-from ._bodies import wire_problem
+from ._bodies import wire_problem, wire_suspect
 from ._bridge import HTTPBridge
 from ._cassette import (
     Body,
@@ -421,7 +421,11 @@ class CassetteSession:
                 f"cassette {self.path} is closed; {request.method} {request.url} came after "
                 "the end of the block or test that used it"
             )
-        if self._wire_check and not isinstance(request.body, bytes):
+        if (
+            self._wire_check
+            and not isinstance(request.body, bytes)
+            and wire_suspect(request.content)
+        ):
             problem = wire_problem(request.body)
             if problem is not None:
                 raise WireCheckError(
