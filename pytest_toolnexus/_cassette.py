@@ -440,19 +440,21 @@ class RecordedResponse:
         )
 
 
+_LIST_TYPE: Final = frozenset({list})
+
+
 def _headers_from(doc: object) -> Headers:
     if not isinstance(doc, list):
         raise MalformedCassette("headers must be a list of [name, value] pairs")
-    pairs: list[tuple[str, str]] = []
-    for pair in doc:
-        if (
-            type(pair) is not list
-            or len(pair) != 2
-            or type(pair[0]) is not str
-            or type(pair[1]) is not str
-        ):
-            raise MalformedCassette("each header must be a [name, value] pair of strings")
-        pairs.append((pair[0], pair[1]))
+    # Checked in C where possible: this runs twice for every interaction loaded.
+    try:
+        if not set(map(type, doc)) <= _LIST_TYPE:
+            raise TypeError
+        pairs = [(name, value) for name, value in doc]
+        "".join([name for name, _ in pairs])
+        "".join([value for _, value in pairs])
+    except (TypeError, ValueError):
+        raise MalformedCassette("each header must be a [name, value] pair of strings") from None
     return Headers.from_checked_pairs(pairs)
 
 

@@ -25,7 +25,7 @@ class Headers(Mapping[str, str]):
     repeated name through the mapping interface joins the values with ``", "``, as httpx does.
     """
 
-    __slots__ = ("_index", "_items")
+    __slots__ = ("_index_cache", "_items")
 
     def __init__(
         self,
@@ -54,10 +54,7 @@ class Headers(Mapping[str, str]):
                     f"header names and values must be str or bytes, got {name!r}: {value!r}"
                 )
         self._items: Final[tuple[tuple[str, str], ...]] = tuple(items)
-        index: dict[str, list[str]] = {}
-        for name, value in self._items:
-            index.setdefault(name.lower(), []).append(value)
-        self._index: Final[dict[str, list[str]]] = index
+        self._index_cache: dict[str, list[str]] | None = None
 
     @classmethod
     def from_checked_pairs(cls, pairs: list[tuple[str, str]]) -> Headers:
@@ -66,13 +63,21 @@ class Headers(Mapping[str, str]):
         The loader's fast path: it skips the per-item conversion and checks of ``__init__``.
         """
         headers = object.__new__(cls)
-        items = tuple(pairs)
-        index: dict[str, list[str]] = {}
-        for name, value in items:
-            index.setdefault(name.lower(), []).append(value)
-        object.__setattr__(headers, "_items", items)
-        object.__setattr__(headers, "_index", index)
+        object.__setattr__(headers, "_items", tuple(pairs))
+        object.__setattr__(headers, "_index_cache", None)
         return headers
+
+    @property
+    def _index(self) -> dict[str, list[str]]:
+        """Values by lower-case name, built on first lookup (loading thousands of
+        interactions builds none)."""
+        index = self._index_cache
+        if index is None:
+            index = {}
+            for name, value in self._items:
+                index.setdefault(name.lower(), []).append(value)
+            self._index_cache = index
+        return index
 
     def __getitem__(self, name: str) -> str:
         return ", ".join(self._index[name.lower()])
