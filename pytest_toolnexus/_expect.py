@@ -71,7 +71,7 @@ def assert_incremental(
                 f"{what} arrived out of order: #{number} at t={_s(after)}, "
                 f"before #{number - 1} at t={_s(before)}"
             )
-    if min_spread is not None and spread < min_spread:
+    if min_spread is not None and spread < min_spread - tolerance:
         raise AssertionError(
             f"the {len(times)} {what} arrived within {_s(spread)}, "
             f"expected them spread over at least {_s(min_spread)}"

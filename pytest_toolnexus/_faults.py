@@ -68,6 +68,17 @@ _ANTHROPIC_TYPES: Final = {
     500: "api_error",
     529: "overloaded_error",
 }
+_GEMINI_STATUSES: Final = {  # the google.rpc.Code names Google APIs send with each status
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ABORTED",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
 _PEER_CLOSED: Final = "peer closed connection without sending complete message body"
 
 
@@ -92,9 +103,7 @@ def error_body(status: int, url: str, message: str | None = None) -> dict[str, A
         )
         return {"type": "error", "error": {"type": kind, "message": text}}
     if provider == "gemini":
-        state = {429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE", 500: "INTERNAL"}.get(
-            status, "UNKNOWN"
-        )
+        state = _GEMINI_STATUSES.get(status, "UNKNOWN")
         return {"error": {"code": status, "message": text, "status": state}}
     if provider == "ollama":
         return {"error": text}
@@ -401,26 +410,43 @@ class FaultSet:
     def apply(
         self, request: TransportRequest
     ) -> tuple[Interaction | None, list[tuple[Fault, str]]]:
-        """For one request: a substitute answer (or None), and the shapers that apply."""
+        """For one request: a substitute answer (or None), and the shapers that apply.
+
+        Only one substitute can answer a request: the first, in the order given, whose turn
+        it is. The other substitutes do not count that request, so their turn comes with a
+        later one. Shapers change a recorded answer, so they count only the requests that get
+        one: a request answered by a substitute is neither shaped nor counted by them.
+        """
         substitute: Interaction | None = None
-        shapers: list[tuple[Fault, str]] = []
+        applied: list[tuple[Fault, str]] = []
         with self._lock:
             for position, fault in enumerate(self._faults):
-                if not fault.targets(request):
+                answering = _substitute(fault)
+                if answering is None or not fault.targets(request):
                     continue
                 self._counts[position] += 1
-                number = self._counts[position]
-                if not fault.hits(number):
+                if fault.hits(self._counts[position]):
+                    substitute = answering.interaction(request)
+                    applied.append((fault, fault.describe()))
+                    break
+            if substitute is not None:
+                return substitute, applied
+            for position, fault in enumerate(self._faults):
+                if _substitute(fault) is not None or not fault.targets(request):
                     continue
-                if isinstance(fault, PrependFault | ConnectTimeoutFault) or (
-                    isinstance(fault, ReadTimeoutFault) and fault.after_event is None
-                ):
-                    if substitute is None:
-                        substitute = fault.interaction(request)
-                        shapers.insert(0, (fault, fault.describe()))
-                else:
-                    shapers.append((fault, fault.describe()))
-        return substitute, shapers
+                self._counts[position] += 1
+                if fault.hits(self._counts[position]):
+                    applied.append((fault, fault.describe()))
+        return substitute, applied
+
+
+def _substitute(fault: Fault) -> PrependFault | ConnectTimeoutFault | ReadTimeoutFault | None:
+    """``fault`` when it answers a request in place of the recording; None for a shaper."""
+    if isinstance(fault, PrependFault | ConnectTimeoutFault):
+        return fault
+    if isinstance(fault, ReadTimeoutFault) and fault.after_event is None:
+        return fault
+    return None
 
 
 def shape_all(plan: Plan, faults: Sequence[Fault], url: str) -> Plan:

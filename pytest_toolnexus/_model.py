@@ -195,7 +195,7 @@ class ModelTransport:
         cadence: Cadence = DEFAULT_CADENCE,
         name: str = "in-process-model",
     ) -> None:
-        if inspect.iscoroutinefunction(model):
+        if inspect.iscoroutinefunction(model) or inspect.isasyncgenfunction(model):
             raise TypeError("ModelTransport takes a plain function; use AsyncModelTransport")
         self._model = model
         self._cadence = cadence

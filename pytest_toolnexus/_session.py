@@ -548,9 +548,21 @@ class CassetteSession:
             ]
 
     def unconsumed(self) -> list[SentRequest]:
-        """Replayed responses whose body the client never read to the end."""
+        """Replayed successful responses whose body the client never read to the end.
+
+        Error answers (a client may close a 429 unread before it retries), answers that never
+        came (a transport error) and answers a fault made up or cut short are not counted.
+        """
         with self._lock:
-            return [r for r in self.requests if r.replayed and not r.complete]
+            return [
+                r
+                for r in self.requests
+                if r.replayed
+                and not r.complete
+                and r.status is not None
+                and r.status < 400
+                and not r.faults
+            ]
 
     @property
     def recorded(self) -> list[Interaction]:

@@ -7,8 +7,11 @@
 
 or, during a test, ``cassette.inject(faults.rechunk("utf8"))``. Each fault counts the requests
 it targets (all of them, or those whose URL contains ``url=`` and whose method is ``method=``)
-and applies to the ``nth`` one (1 is the first; ``None`` means every one). What each fault did
-shows in ``cassette.requests[i].faults``.
+and applies to the ``nth`` one (1 is the first; ``None`` means every one). A request answered
+in place of the recording (a prepended error, a connect timeout, a read timeout before the
+headers) is not counted by the faults that reshape recorded answers, and a second such fault
+waits for the next request, so faults compose in the order given. What each fault did shows in
+``cassette.requests[i].faults``.
 """
 
 from __future__ import annotations
@@ -90,6 +93,8 @@ def rechunk(
     (``merge``)."""
     if mode not in ("bytes", "lines", "utf8", "merge"):
         raise ValueError(f"rechunk mode {mode!r} is not one of bytes, lines, utf8, merge")
+    if mode == "merge" and size < 2:
+        raise ValueError(f"merge joins size >= 2 events into one chunk, got size={size}")
     return RechunkFault(url=url, method=method, nth=nth, mode=mode, size=size)
 
 

@@ -1,1 +1,26 @@
+# Imported once, before any in-process pytester run. pytester puts sys.modules back after each
+# run, so a library first imported inside one would be imported afresh afterwards, and httpx2
+# (imported earlier) would no longer recognise the new httpcore2's exceptions.
+import anthropic  # noqa: F401
+import httpcore  # noqa: F401
+import httpcore2  # noqa: F401
+import httpx  # noqa: F401
+import httpx2  # noqa: F401
+import ollama  # noqa: F401
+import openai  # noqa: F401
+import pytest
+
 pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(autouse=True)
+def _pytester_projects_set_the_asyncio_loop_scope(request):
+    """pytest-asyncio warns in every pytester project that leaves this option unset.
+
+    Set after the pytester fixture exists, since it clears PYTEST_ADDOPTS when it starts.
+    """
+    if "pytester" in request.fixturenames:
+        request.getfixturevalue("pytester")
+        request.getfixturevalue("monkeypatch").setenv(
+            "PYTEST_ADDOPTS", "-o asyncio_default_fixture_loop_scope=function"
+        )

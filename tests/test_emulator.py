@@ -96,6 +96,7 @@ def test_openai_chat_non_streaming(emu, oai):
 
     again = oai.chat.completions.create(model="gpt-test", messages=USER_HI)
     assert again.model_dump() == completion.model_dump()
+    assert emu.wait_idle()
     first, second = emu.responses
     assert first.body == second.body
 

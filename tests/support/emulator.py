@@ -861,11 +861,12 @@ class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    allow_reuse_address = True
-
     def __init__(self, emulator: Emulator, stopping: threading.Event, port: int = 0) -> None:
         self.emulator = emulator
         self.stopping = stopping
+        # Only a fixed port (re-recording the examples) needs to rebind at once; an ephemeral
+        # one must not be handed straight back to another test on this machine.
+        self.allow_reuse_address = port != 0
         super().__init__(("127.0.0.1", port), _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
