@@ -53,6 +53,7 @@ from ._replay import Plan, Shaper, aplay, play
 from ._seam import AsyncTransport, RequestBody, Transport, TransportRequest, TransportResponse
 from ._secrets import SecretScanner
 from ._version import __version__
+from ._views import ProviderView, ViewError, view
 from ._virtual import Sleep, VirtualClock, observe_sleeps
 from ._virtual import install as install_clock
 
@@ -329,7 +330,7 @@ class CassetteSession:
                 recorder = RecordingTransport(live or self._default_live(), self._keeper())
                 self._recorders.append(recorder)
             return sent._answered(
-                recorder(request, observe=sent._deliver, on_record=self._keeper())
+                recorder(request, observe=sent._deliver, on_record=self._keeper(sent))
             )
 
         return handle
@@ -366,7 +367,7 @@ class CassetteSession:
                 )
                 self._recorders.append(recorder)
             return sent._answered(
-                await recorder(request, observe=sent._deliver, on_record=self._keeper())
+                await recorder(request, observe=sent._deliver, on_record=self._keeper(sent))
             )
 
         return handle
@@ -466,7 +467,7 @@ class CassetteSession:
 
         return _Turn(sent, interaction, position, shape)
 
-    def _keeper(self) -> Callable[[Interaction], None]:
+    def _keeper(self, sent: SentRequest | None = None) -> Callable[[Interaction], None]:
         """Where one request's recorded interaction goes: numbered in the order requests were
         sent, so the cassette keeps that order whatever order their streams end in."""
         with self._lock:
@@ -479,7 +480,9 @@ class CassetteSession:
             safe = _redacted(interaction)
             with self._lock:
                 self._recorded[number] = safe
-                self._index.add(safe, played=True)
+                position = self._index.add(safe, played=True)
+                if sent is not None:
+                    sent.interaction = position
 
         return keep
 
@@ -546,6 +549,19 @@ class CassetteSession:
                 for i in self._index.unused()
                 if i < self._loaded_count
             ]
+
+    def view(self, request: int = -1) -> ProviderView:
+        """What the model answered to the ``request``-th request sent (the last by default),
+        in the provider-neutral shape of :mod:`pytest_toolnexus.views`."""
+        with self._lock:
+            sent = self.requests[request]
+            if sent.interaction is None:
+                raise ViewError(
+                    f"request {request} ({sent.method} {sent.url}) was answered by an injected "
+                    "fault or recorded live without a cassette position; there is nothing to view"
+                )
+            interaction = self._index.interactions[sent.interaction]
+        return view(interaction)
 
     def unconsumed(self) -> list[SentRequest]:
         """Replayed successful responses whose body the client never read to the end.

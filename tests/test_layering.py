@@ -36,10 +36,10 @@ LAYERS: list[tuple[str, ...]] = [
     STORE,
     # 4: record, replay and its faults, clocks, matching, the network tripwire, the sessions
     # that compose them, the builder of unrecorded cassettes and the in-process model on it
-    (*REPLAY_CORE, "_session*", "_expect*", "_build*", "_model*"),
+    (*REPLAY_CORE, "_views*", "_session*", "_expect*", "_build*", "_model*"),
     # 5: the pytest plugin (with its hooks, settings and client patching), the command line,
     # the public package and its public submodules
-    (*PLUGIN, "_cli", "__main__", "__init__", "faults", "build"),
+    (*PLUGIN, "_cli", "_import_vcr", "_diff", "__main__", "__init__", "faults", "build", "views"),
 ]
 
 # Imports allowed inside one layer: importer pattern -> patterns it may import. Modules that
@@ -54,13 +54,14 @@ SAME_LAYER: dict[str, tuple[str, ...]] = {
     "_replay*": ("_clock*", "_virtual*", "_match*"),
     "_virtual*": ("_clock*",),
     "_faults*": ("_replay*",),
-    "_session*": REPLAY_CORE,
+    "_session*": (*REPLAY_CORE, "_views*"),
     "_expect*": ("_session*",),
     "_build*": ("_faults*",),
     "_model*": ("_build*",),
     **dict.fromkeys(PLUGIN, PLUGIN),  # so is the plugin
     "__main__": ("_cli",),
-    "__init__": ("faults", "build"),  # public submodules the package may re-export
+    "_cli": ("_import_vcr", "_diff"),
+    "__init__": ("faults", "build", "views"),  # public submodules the package may re-export
 }
 
 SEAM_MODULES = ("_seam", "_headers", "_cancel", "_errors", "_bodies")

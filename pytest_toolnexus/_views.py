@@ -1,0 +1,475 @@
+"""Provider views: one shape for what a model answered, whichever provider answered it.
+
+A view reads a recorded (or built) interaction of the OpenAI chat-completions or Responses
+API, Anthropic Messages, Gemini (SSE and JSON-array streams, or one JSON answer) or Ollama
+``/api/chat`` (NDJSON or JSON), streamed or not, and gives the text, the tool calls with their
+``arguments`` as a JSON string, the finish reason, the usage, the model, and the text deltas
+with the time each arrived. The shape and the finish-reason mapping follow ADR 0011: a turn
+with any tool call finishes with ``tool_calls``; otherwise the provider's reason maps onto
+``stop``, ``length`` or ``content_filter``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from ._cassette import Interaction, JsonBody, NdjsonBody, SseBody, TextBody
+
+__all__ = ["Provider", "ProviderView", "ToolCallView", "Usage", "ViewError", "provider_of", "view"]
+
+Provider = Literal["openai", "openai-responses", "anthropic", "gemini", "ollama"]
+
+_ANTHROPIC_REASONS: Final = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content_filter",
+    "tool_use": "tool_calls",
+}
+_GEMINI_REASONS: Final = {
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
+    "SAFETY": "content_filter",
+    "RECITATION": "content_filter",
+    "BLOCKLIST": "content_filter",
+    "PROHIBITED_CONTENT": "content_filter",
+    "SPII": "content_filter",
+    "IMAGE_SAFETY": "content_filter",
+}
+
+
+class ViewError(ValueError):
+    """The interaction is not an answer this view understands, or its body is malformed."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallView:
+    """One tool call: ``arguments`` is the JSON string, as the OpenAI wire carries it."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts; ``None`` where the provider did not say (absent is not zero)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderView:
+    """What the model answered, in one shape. ``deltas`` are ``(seconds, text)`` pairs: when
+    each piece of text arrived, from the moment the request was sent (empty for an answer that
+    was not streamed)."""
+
+    provider: Provider
+    text: str
+    tool_calls: tuple[ToolCallView, ...]
+    finish_reason: str | None
+    usage: Usage
+    model: str | None
+    deltas: tuple[tuple[float, str], ...] = ()
+    raw_finish_reason: str | None = None
+    streamed: bool = False
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def provider_of(url: str) -> Provider | None:
+    """The provider whose API a URL belongs to, from its path; None when none matches."""
+    path = url.split("?", 1)[0]
+    if path.endswith("/chat/completions"):
+        return "openai"
+    if path.endswith("/responses"):
+        return "openai-responses"
+    if path.endswith("/messages"):
+        return "anthropic"
+    if ":generateContent" in path or ":streamGenerateContent" in path:
+        return "gemini"
+    if path.endswith("/api/chat"):
+        return "ollama"
+    return None
+
+
+def view(interaction: Interaction) -> ProviderView:
+    """The provider view of one interaction. Raises :class:`ViewError` when it has no
+    successful answer of a known provider, or the answer does not parse."""
+    response = interaction.response
+    if response is None:
+        raise ViewError("the interaction ended in a transport error, with no answer to read")
+    if not 200 <= response.status < 300:
+        raise ViewError(f"the answer is an HTTP {response.status}, not a model's answer")
+    provider = provider_of(interaction.request.url)
+    if provider is None:
+        raise ViewError(f"no provider view reads {interaction.request.url}")
+    try:
+        return _READERS[provider](_pieces(response.body))
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+        if isinstance(exc, ViewError):
+            raise
+        raise ViewError(
+            f"the {provider} answer does not parse: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _pieces(body: object) -> Iterator[tuple[float | None, str | None, Any]]:
+    """``(t in seconds or None, event name, payload)`` for every piece of a body."""
+    if isinstance(body, SseBody):
+        for event in body.events:
+            if "data" in event:
+                payload = event["data"]
+            elif "text" in event:
+                text = event["text"]
+                if text.strip() == "[DONE]":
+                    continue
+                payload = _maybe_json(text)
+            else:
+                continue
+            yield float(event.get("t", 0.0)) / 1000, event.get("event"), payload
+    elif isinstance(body, NdjsonBody):
+        for line in body.lines:
+            payload = line["value"] if "value" in line else _maybe_json(line.get("text", ""))
+            yield float(line.get("t", 0.0)) / 1000, None, payload
+    elif isinstance(body, JsonBody):
+        value = body.value
+        # Gemini streams without alt=sse as one JSON array of responses.
+        if isinstance(value, list):
+            for item in value:
+                yield None, None, item
+        else:
+            yield None, None, value
+    elif isinstance(body, TextBody):
+        yield None, None, _maybe_json(body.text)
+    else:
+        raise ViewError(f"a {type(body).__name__} holds no model answer")
+
+
+def _maybe_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _finish(calls: list[ToolCallView], raw: str | None, mapping: Mapping[str, str]) -> str | None:
+    if calls:
+        return "tool_calls"
+    if raw is None:
+        return None
+    return mapping.get(raw, raw)
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _usage(input_tokens: object, output_tokens: object, total: object = None) -> Usage:
+    first, second = _int(input_tokens), _int(output_tokens)
+    whole = _int(total)
+    if whole is None and first is not None and second is not None:
+        whole = first + second
+    return Usage(first, second, whole)
+
+
+def _openai(pieces: Iterator[tuple[float | None, str | None, Any]]) -> ProviderView:
+    text: list[str] = []
+    deltas: list[tuple[float, str]] = []
+    calls: dict[int, dict[str, str]] = {}
+    raw: str | None = None
+    usage = Usage()
+    model: str | None = None
+    streamed = False
+    for t, _, doc in pieces:
+        if not isinstance(doc, Mapping):
+            continue
+        if doc.get("error"):
+            raise ViewError(f"the stream carries an error: {doc['error']}")
+        model = doc.get("model", model)
+        if doc.get("usage"):
+            u = doc["usage"]
+            usage = _usage(
+                u.get("prompt_tokens"), u.get("completion_tokens"), u.get("total_tokens")
+            )
+        for choice in doc.get("choices") or []:
+            raw = choice.get("finish_reason") or raw
+            if "delta" in choice:
+                streamed = True
+                delta = choice["delta"] or {}
+                if delta.get("content"):
+                    text.append(delta["content"])
+                    if t is not None:
+                        deltas.append((t, delta["content"]))
+                for call in delta.get("tool_calls") or []:
+                    slot = calls.setdefault(
+                        call.get("index", 0), {"id": "", "name": "", "args": ""}
+                    )
+                    function = call.get("function") or {}
+                    slot["id"] = call.get("id") or slot["id"]
+                    slot["name"] = function.get("name") or slot["name"]
+                    slot["args"] += function.get("arguments") or ""
+            else:
+                message = choice.get("message") or {}
+                text.append(message.get("content") or "")
+                for index, call in enumerate(message.get("tool_calls") or []):
+                    function = call.get("function") or {}
+                    calls[index] = {
+                        "id": call.get("id", ""),
+                        "name": function.get("name", ""),
+                        "args": function.get("arguments", ""),
+                    }
+    tool_calls = [ToolCallView(c["id"], c["name"], c["args"]) for _, c in sorted(calls.items())]
+    return ProviderView(
+        "openai",
+        "".join(text),
+        tuple(tool_calls),
+        _finish(tool_calls, raw, {}),
+        usage,
+        model,
+        tuple(deltas),
+        raw,
+        streamed,
+    )
+
+
+def _responses(pieces: Iterator[tuple[float | None, str | None, Any]]) -> ProviderView:
+    text: list[str] = []
+    deltas: list[tuple[float, str]] = []
+    final: Mapping[str, Any] | None = None
+    streamed = False
+    for t, _, doc in pieces:
+        if not isinstance(doc, Mapping):
+            continue
+        kind = doc.get("type")
+        if kind == "response.output_text.delta":
+            streamed = True
+            text.append(doc.get("delta", ""))
+            if t is not None:
+                deltas.append((t, doc.get("delta", "")))
+        elif kind in ("response.completed", "response.incomplete", "response.failed"):
+            streamed = True
+            final = doc.get("response")
+        elif kind == "error":
+            raise ViewError(f"the stream carries an error: {doc.get('message')}")
+        elif doc.get("object") == "response":
+            final = doc
+    if final is None:
+        raise ViewError("the Responses answer has no final response object")
+    calls: list[ToolCallView] = []
+    whole: list[str] = []
+    for item in final.get("output") or []:
+        if item.get("type") == "function_call":
+            calls.append(
+                ToolCallView(
+                    item.get("call_id", ""), item.get("name", ""), item.get("arguments", "")
+                )
+            )
+        elif item.get("type") == "message":
+            whole += [
+                c.get("text", "")
+                for c in item.get("content") or []
+                if c.get("type") == "output_text"
+            ]
+    status = final.get("status")
+    details = final.get("incomplete_details") or {}
+    raw = details.get("reason") if status == "incomplete" else status
+    mapping = {
+        "completed": "stop",
+        "max_output_tokens": "length",
+        "content_filter": "content_filter",
+    }
+    u = final.get("usage") or {}
+    return ProviderView(
+        "openai-responses",
+        "".join(whole) or "".join(text),
+        tuple(calls),
+        _finish(calls, raw, mapping),
+        _usage(u.get("input_tokens"), u.get("output_tokens"), u.get("total_tokens")),
+        final.get("model"),
+        tuple(deltas),
+        raw,
+        streamed,
+    )
+
+
+def _anthropic(pieces: Iterator[tuple[float | None, str | None, Any]]) -> ProviderView:
+    text: list[str] = []
+    deltas: list[tuple[float, str]] = []
+    blocks: dict[int, dict[str, str]] = {}
+    raw: str | None = None
+    model: str | None = None
+    input_tokens: object = None
+    output_tokens: object = None
+    streamed = False
+    for t, name, doc in pieces:
+        if not isinstance(doc, Mapping):
+            continue
+        kind = doc.get("type", name)
+        if kind == "error":
+            raise ViewError(f"the stream carries an error: {doc.get('error')}")
+        if kind == "message":
+            model = doc.get("model")
+            raw = doc.get("stop_reason")
+            usage = doc.get("usage") or {}
+            input_tokens, output_tokens = usage.get("input_tokens"), usage.get("output_tokens")
+            for index, block in enumerate(doc.get("content") or []):
+                if block.get("type") == "text":
+                    text.append(block.get("text", ""))
+                elif block.get("type") == "tool_use":
+                    blocks[index] = {
+                        "id": block.get("id", ""),
+                        "name": block.get("name", ""),
+                        "args": json.dumps(block.get("input", {}), separators=(",", ":")),
+                    }
+            continue
+        streamed = True
+        if kind == "message_start":
+            message = doc.get("message") or {}
+            model = message.get("model")
+            input_tokens = (message.get("usage") or {}).get("input_tokens")
+        elif kind == "content_block_start":
+            block = doc.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                blocks[doc.get("index", 0)] = {
+                    "id": block.get("id", ""),
+                    "name": block.get("name", ""),
+                    "args": "",
+                }
+        elif kind == "content_block_delta":
+            delta = doc.get("delta") or {}
+            if delta.get("type") == "text_delta":
+                text.append(delta.get("text", ""))
+                if t is not None:
+                    deltas.append((t, delta.get("text", "")))
+            elif delta.get("type") == "input_json_delta":
+                blocks[doc.get("index", 0)]["args"] += delta.get("partial_json", "")
+        elif kind == "message_delta":
+            raw = (doc.get("delta") or {}).get("stop_reason") or raw
+            output_tokens = (doc.get("usage") or {}).get("output_tokens", output_tokens)
+    calls = []
+    for _, block in sorted(blocks.items()):
+        arguments = block["args"] or "{}"
+        calls.append(ToolCallView(block["id"], block["name"], arguments))
+    return ProviderView(
+        "anthropic",
+        "".join(text),
+        tuple(calls),
+        _finish(calls, raw, _ANTHROPIC_REASONS),
+        _usage(input_tokens, output_tokens),
+        model,
+        tuple(deltas),
+        raw,
+        streamed,
+    )
+
+
+def _gemini(pieces: Iterator[tuple[float | None, str | None, Any]]) -> ProviderView:
+    text: list[str] = []
+    deltas: list[tuple[float, str]] = []
+    calls: list[ToolCallView] = []
+    raw: str | None = None
+    model: str | None = None
+    usage = Usage()
+    count = 0
+    for t, _, doc in pieces:
+        if not isinstance(doc, Mapping):
+            continue
+        if doc.get("error"):
+            raise ViewError(f"the answer carries an error: {doc['error']}")
+        count += 1
+        model = doc.get("modelVersion", model)
+        metadata = doc.get("usageMetadata") or {}
+        if "candidatesTokenCount" in metadata or "totalTokenCount" in metadata:
+            usage = _usage(
+                metadata.get("promptTokenCount"),
+                metadata.get("candidatesTokenCount"),
+                metadata.get("totalTokenCount"),
+            )
+        for candidate in (doc.get("candidates") or [])[:1]:
+            raw = candidate.get("finishReason") or raw
+            for part in (candidate.get("content") or {}).get("parts") or []:
+                if "text" in part and not part.get("thought"):
+                    text.append(part["text"])
+                    if t is not None:
+                        deltas.append((t, part["text"]))
+                if "functionCall" in part:
+                    call = part["functionCall"]
+                    calls.append(
+                        ToolCallView(
+                            call.get("id", f"call_{len(calls)}"),
+                            call.get("name", ""),
+                            json.dumps(call.get("args", {}), separators=(",", ":")),
+                        )
+                    )
+    return ProviderView(
+        "gemini",
+        "".join(text),
+        tuple(calls),
+        _finish(calls, raw, _GEMINI_REASONS),
+        usage,
+        model,
+        tuple(deltas),
+        raw,
+        count > 1 or bool(deltas),
+    )
+
+
+def _ollama(pieces: Iterator[tuple[float | None, str | None, Any]]) -> ProviderView:
+    text: list[str] = []
+    deltas: list[tuple[float, str]] = []
+    calls: list[ToolCallView] = []
+    raw: str | None = None
+    model: str | None = None
+    usage = Usage()
+    lines = 0
+    for t, _, doc in pieces:
+        if not isinstance(doc, Mapping):
+            continue
+        if doc.get("error"):
+            raise ViewError(f"the answer carries an error: {doc['error']}")
+        lines += 1
+        model = doc.get("model", model)
+        message = doc.get("message") or {}
+        if message.get("content"):
+            text.append(message["content"])
+            if t is not None:
+                deltas.append((t, message["content"]))
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            calls.append(
+                ToolCallView(
+                    call.get("id", f"call_{len(calls)}"),
+                    function.get("name", ""),
+                    json.dumps(function.get("arguments", {}), separators=(",", ":")),
+                )
+            )
+        if doc.get("done"):
+            raw = doc.get("done_reason") or "stop"
+            usage = _usage(doc.get("prompt_eval_count"), doc.get("eval_count"))
+    return ProviderView(
+        "ollama",
+        "".join(text),
+        tuple(calls),
+        _finish(calls, raw, {}),
+        usage,
+        model,
+        tuple(deltas),
+        raw,
+        lines > 1,
+    )
+
+
+_READERS: Final = {
+    "openai": _openai,
+    "openai-responses": _responses,
+    "anthropic": _anthropic,
+    "gemini": _gemini,
+    "ollama": _ollama,
+}
