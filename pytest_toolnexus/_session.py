@@ -433,7 +433,7 @@ class CassetteSession:
                     f"{request.method} {redact_url(request.url)}: the request body cannot be "
                     f"sent: {problem}. A real client could never have sent this request, so "
                     "the test would describe something that cannot happen. Fix the value, or "
-                    "turn the check off with wire_check=False."
+                    "turn the check off with wire_check=False (on the marker or the session)."
                 )
         substitute, shapers = self._faults.apply(request) if self._faults else (None, [])
         with self._lock:
@@ -651,7 +651,8 @@ class CassetteSession:
         raise SecretFoundError(
             f"cassette {self.path} was not written: it would hold {len(hits)} secret(s)\n"
             f"{listing}{more}\n"
-            "Redact them with the pytest_toolnexus_redact hook (or the redact= option), or, "
+            "Redact them with the pytest_toolnexus_redact hook (redact= on a CassetteSession), "
+            "or, "
             "for a value that is a known fake, list it in allow_secrets.",
             path=str(self.path),
         )

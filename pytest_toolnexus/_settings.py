@@ -43,6 +43,7 @@ class CassetteOptions:
     meta: Mapping[str, Any] = field(default_factory=dict)
     faults: tuple[Fault, ...] = ()
     allow_secrets: tuple[str, ...] = ()
+    wire_check: bool = True
 
 
 OPTION_NAMES: Final = tuple(f.name for f in fields(CassetteOptions))
@@ -79,8 +80,8 @@ def layer(base: CassetteOptions, values: Mapping[str, Any], where: str) -> Casse
             isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
         ):
             raise TypeError(f"{where}: speed must be a positive number, got {value!r}")
-        if key == "allow_repeats" and not isinstance(value, bool):
-            raise TypeError(f"{where}: allow_repeats must be True or False, got {value!r}")
+        if key in ("allow_repeats", "wire_check") and not isinstance(value, bool):
+            raise TypeError(f"{where}: {key} must be True or False, got {value!r}")
         if key == "name" and (not isinstance(value, str) or not value.strip()):
             raise TypeError(f"{where}: the cassette name must be a non-empty string")
         if key == "meta" and not isinstance(value, Mapping):

@@ -136,7 +136,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "cassette(name=None, *, record=, timing=, speed=, ignore_body=, match_headers=, "
-        "allow_repeats=, allow_hosts=, unused=, meta=, faults=, allow_secrets=): serve this "
+        "allow_repeats=, allow_hosts=, unused=, meta=, faults=, allow_secrets=, wire_check=): "
+        "serve this "
         "test's httpx/httpx2 "
         "traffic from a pytest-toolnexus cassette",
     )
@@ -313,6 +314,7 @@ def cassette(
         clock_modules=(module,) if module is not None else (),
         faults=options.faults,
         allow_secrets=options.allow_secrets,
+        wire_check=options.wire_check,
     )
     undo = patch_http_clients(session, options.allow_hosts)
     disarm = (
