@@ -1,9 +1,11 @@
-"""The ``pytest-toolnexus`` command line: ``check`` a folder of cassettes, ``show`` one."""
+"""The ``pytest-toolnexus`` command line: ``check`` a folder of cassettes, ``show`` one, ``diff``
+two, ``import-vcr`` a vcrpy cassette. docs/cli.md describes each command."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any, TextIO
 from ._cassette import (
     Body,
     BytesBody,
+    Cassette,
     ChunksBody,
     EmptyBody,
     JsonBody,
@@ -23,6 +26,7 @@ from ._cassette import (
 from ._errors import CassetteError
 from ._secrets import SecretScanner
 from ._version import __version__
+from ._views import ViewError, provider_of, view
 
 __all__ = ["main"]
 
@@ -33,7 +37,7 @@ _BAR = 40
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pytest-toolnexus",
-        description="Inspect and check pytest-toolnexus cassettes.",
+        description="Inspect, compare, check and import pytest-toolnexus cassettes.",
     )
     parser.add_argument("--version", action="version", version=f"pytest-toolnexus {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -55,10 +59,89 @@ def _parser() -> argparse.ArgumentParser:
     show = commands.add_parser(
         "show",
         help="print a cassette as text, with a timeline of stream arrivals",
-        description="Print a cassette as text. Suitable as a git textconv driver.",
+        description="Print a cassette as text: its metadata, then each interaction with its "
+        "headers, body and timing. With --no-path, suitable as a git textconv driver.",
     )
     show.add_argument("path", type=Path)
+    show.add_argument(
+        "--no-path",
+        action="store_true",
+        help="leave the file's path out of the first line (for a git textconv driver, which "
+        "hands over a temporary file for the old side)",
+    )
+    diff = commands.add_parser(
+        "diff",
+        help="compare two cassettes, interaction by interaction",
+        description="Compare two cassettes: each request (method, URL, headers, body) and "
+        "response (status, headers, body, stream events and their times). Interactions are "
+        "paired by method and URL, in order. Exits 0 when they are equal, 1 when they differ, "
+        "2 when a file cannot be read.",
+    )
+    diff.add_argument("a", type=Path, metavar="A")
+    diff.add_argument("b", type=Path, metavar="B")
+    diff.add_argument(
+        "--time-tolerance",
+        type=_milliseconds,
+        default=50.0,
+        metavar="MS",
+        help="ignore time differences of at most MS milliseconds (default: 50)",
+    )
+    diff.add_argument("--ignore-times", action="store_true", help="ignore every time difference")
+    diff.add_argument(
+        "--ignore-header",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="leave this header out of the comparison, in requests and responses (repeatable)",
+    )
+    diff.add_argument(
+        "--meta", action="store_true", help="compare the cassettes' metadata too (off by default)"
+    )
+    diff.add_argument(
+        "-u",
+        "--unified",
+        action="store_true",
+        help="show each changed interaction as a unified diff of its text form",
+    )
+    diff.add_argument(
+        "-q", "--quiet", action="store_true", help="print nothing; only the exit code tells"
+    )
+    vcr = commands.add_parser(
+        "import-vcr",
+        help="convert a vcrpy YAML cassette into a msgpack cassette",
+        description="Convert a vcrpy YAML cassette into a format-1 msgpack cassette: bodies "
+        "decoded (gzip, deflate, br, base64), JSON parsed, event streams split into SSE events "
+        "and NDJSON into lines (all at t = 0: vcrpy keeps no timing), credentials redacted as "
+        "a recording redacts them. Refuses to write when a secret remains. Exits 0 when "
+        "written, 1 when refused, 2 when SRC cannot be read.",
+    )
+    vcr.add_argument("src", type=Path, metavar="SRC")
+    vcr.add_argument(
+        "dest",
+        type=Path,
+        nargs="?",
+        metavar="DEST",
+        help="the cassette to write (default: SRC with the suffix .msgpack)",
+    )
+    vcr.add_argument("--force", action="store_true", help="overwrite DEST when it exists")
+    vcr.add_argument(
+        "--allow-secret",
+        action="append",
+        default=[],
+        metavar="VALUE",
+        help="a known fake value that is not a secret (repeatable)",
+    )
     return parser
+
+
+def _milliseconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of milliseconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError("the time tolerance must be 0 or more milliseconds")
+    return value
 
 
 def _cassettes(paths: Sequence[Path]) -> Iterator[Path]:
@@ -87,12 +170,36 @@ def _check(paths: Sequence[Path], allow: Sequence[str], out: TextIO) -> int:
             for hit in hits:
                 print(f"  - {hit}", file=out)
             continue
+        unreadable = _unparsed_answers(cassette)
+        if unreadable:
+            problems += 1
+            print(f"FAIL {path}: {len(unreadable)} provider answer(s) do not parse", file=out)
+            for line in unreadable:
+                print(f"  - {line}", file=out)
+            continue
         print(f"ok   {path} ({len(cassette.interactions)} interactions)", file=out)
     if checked == 0:
         print("no cassettes found", file=out)
         return 1
     print(f"{checked} cassette(s) checked, {problems} with problems", file=out)
     return 1 if problems else 0
+
+
+def _unparsed_answers(cassette: Cassette) -> list[str]:
+    """Successful answers from a known provider's URL that its provider view cannot read."""
+    problems = []
+    for number, interaction in enumerate(cassette.interactions):
+        response = interaction.response
+        if response is None or not 200 <= response.status < 300:
+            continue
+        provider = provider_of(interaction.request.url)
+        if provider is None:
+            continue
+        try:
+            view(interaction)
+        except ViewError as exc:
+            problems.append(f"interaction #{number} ({provider}): {exc}")
+    return problems
 
 
 def _short(value: Any) -> str:
@@ -104,7 +211,8 @@ def _body_lines(body: Body, t_end: float) -> Iterator[str]:
     if isinstance(body, EmptyBody):
         yield "  (no body)"
     elif isinstance(body, JsonBody):
-        yield from ("  " + line for line in json.dumps(body.value, indent=2).splitlines())
+        text = json.dumps(body.value, indent=2, ensure_ascii=False)
+        yield from ("  " + line for line in text.splitlines())
     elif isinstance(body, TextBody):
         yield from ("  " + line for line in body.text.splitlines())
     elif isinstance(body, BytesBody):
@@ -132,13 +240,16 @@ def _body_lines(body: Body, t_end: float) -> Iterator[str]:
             yield f"  {t:9.1f} ms {bar} {text}"
 
 
-def _show(path: Path, out: TextIO) -> int:
+def _show(path: Path, out: TextIO, *, with_path: bool = True) -> int:
     try:
         cassette = load_cassette(path)
     except CassetteError as exc:
         print(f"error: {exc}", file=out)
         return 1
-    print(f"cassette {path} (format version 1)", file=out)
+    print(
+        f"cassette {path} (format version 1)" if with_path else "cassette (format version 1)",
+        file=out,
+    )
     for key, value in sorted(cassette.meta.items()):
         print(f"  {key}: {value}", file=out)
     for number, interaction in enumerate(cassette.interactions):
@@ -173,13 +284,51 @@ def _show(path: Path, out: TextIO) -> int:
     return 0
 
 
+def _diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from ._diff import diff_cassettes, render
+
+    cassettes = []
+    for path in (args.a, args.b):
+        try:
+            cassettes.append(load_cassette(path, validate=True))
+        except CassetteError as exc:
+            print(f"error: {exc}", file=err)
+            return 2
+    result = diff_cassettes(
+        cassettes[0],
+        cassettes[1],
+        tolerance=math.inf if args.ignore_times else args.time_tolerance,
+        ignore_headers=args.ignore_header,
+        include_meta=args.meta,
+        a_name=str(args.a),
+        b_name=str(args.b),
+    )
+    if not args.quiet:
+        for line in render(result, unified=args.unified):
+            print(line, file=out)
+    return 0 if result.equal else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     args = _parser().parse_args(argv)
     if args.command == "check":
         return _check(args.paths, args.allow_secret, sys.stdout)
     if args.command == "show":
-        return _show(args.path, sys.stdout)
+        return _show(args.path, sys.stdout, with_path=not args.no_path)
+    if args.command == "diff":
+        return _diff(args, sys.stdout, sys.stderr)
+    if args.command == "import-vcr":
+        from ._import_vcr import import_vcr
+
+        return import_vcr(
+            args.src,
+            args.dest,
+            force=args.force,
+            allow_secrets=args.allow_secret,
+            out=sys.stdout,
+            err=sys.stderr,
+        )
     print(f"pytest-toolnexus {__version__}")
     return 0
 

@@ -207,3 +207,21 @@ def test_the_handle_views_what_answered_each_request(tmp_path):
     answer = cassette.view()
     assert answer.text == streamed == "Viewed from the handle."
     assert [t for t, _ in answer.deltas] == pytest.approx(cassette.requests[0].deliveries[1:5])
+
+
+def test_check_fails_a_cassette_whose_answer_does_not_parse(tmp_path, capsys):
+    from pytest_toolnexus._cli import main
+
+    good = tmp_path / "good.msgpack"
+    build.build_cassette(good, [build.anthropic_messages("fine")])
+    bad = tmp_path / "bad.msgpack"
+    events = [{"t": 5.0, "data": {"choices": "not a list"}}]
+    request = RecordedRequest("POST", build.OPENAI_CHAT_URL)
+    broken = Interaction(request, RecordedResponse(200, Headers(), SseBody(events), 1.0, 5.0))
+    build.build_cassette(bad, [broken])
+
+    assert main(["check", str(good)]) == 0
+    assert main(["check", str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert f"FAIL {bad}: 1 provider answer(s) do not parse" in out
+    assert "interaction #0 (openai): the openai answer does not parse" in out
