@@ -303,32 +303,23 @@ class CassetteSession:
 
     def transport_for(self, live: Transport | None) -> Transport:
         """A sync seam transport that records through ``live`` (default: its own client)."""
-        recorder: RecordingTransport | None = None
+        # Made before any request is timed, since opening a client takes a while.
+        recorder = (
+            RecordingTransport(live or self._default_live(), self._keeper())
+            if self._may_record
+            else None
+        )
+        if recorder is not None:
+            self._recorders.append(recorder)
 
         def handle(request: TransportRequest) -> TransportResponse:
-            nonlocal recorder
-            if recorder is None and self._may_record:
-                # Made before the request is timed: opening a client takes a while.
-                recorder = RecordingTransport(live or self._default_live(), self._keeper())
-                self._recorders.append(recorder)
             turn = self._begin(request)
             sent = turn.sent
             if turn.interaction is not None:
                 with self._malformed(turn.position):
-                    response = play(
-                        turn.interaction,
-                        request,
-                        self.clock,
-                        sent._origin,
-                        sent._deliver,
-                        sent._ended,
-                        turn.shape,
-                        self._malformed_error(turn.position),
-                    )
+                    response = play(turn.interaction, request, **self._playing(turn))
                 return sent._answered(response)
-            if recorder is None:
-                recorder = RecordingTransport(live or self._default_live(), self._keeper())
-                self._recorders.append(recorder)
+            assert recorder is not None  # _begin raised the miss otherwise
             return sent._answered(
                 recorder(request, observe=sent._deliver, on_record=self._keeper(sent))
             )
@@ -337,40 +328,38 @@ class CassetteSession:
 
     def async_transport_for(self, live: AsyncTransport | None) -> AsyncTransport:
         """An async seam transport that records through ``live`` (default: its own client)."""
-        recorder: AsyncRecordingTransport | None = None
+        recorder = (
+            AsyncRecordingTransport(live or self._default_async_live(), self._keeper())
+            if self._may_record
+            else None
+        )
+        if recorder is not None:
+            self._recorders.append(recorder)
 
         async def handle(request: TransportRequest) -> TransportResponse:
-            nonlocal recorder
-            if recorder is None and self._may_record:
-                recorder = AsyncRecordingTransport(
-                    live or self._default_async_live(), self._keeper()
-                )
-                self._recorders.append(recorder)
             turn = self._begin(request)
             sent = turn.sent
             if turn.interaction is not None:
                 with self._malformed(turn.position):
-                    response = await aplay(
-                        turn.interaction,
-                        request,
-                        self.clock,
-                        sent._origin,
-                        sent._deliver,
-                        sent._ended,
-                        turn.shape,
-                        self._malformed_error(turn.position),
-                    )
+                    response = await aplay(turn.interaction, request, **self._playing(turn))
                 return sent._answered(response)
-            if recorder is None:
-                recorder = AsyncRecordingTransport(
-                    live or self._default_async_live(), self._keeper()
-                )
-                self._recorders.append(recorder)
+            assert recorder is not None  # _begin raised the miss otherwise
             return sent._answered(
                 await recorder(request, observe=sent._deliver, on_record=self._keeper(sent))
             )
 
         return handle
+
+    def _playing(self, turn: _Turn) -> dict[str, Any]:
+        """How :func:`play` and :func:`aplay` replay one turn on this session's clock."""
+        return {
+            "clock": self.clock,
+            "start": turn.sent._origin,
+            "on_deliver": turn.sent._deliver,
+            "on_end": turn.sent._ended,
+            "shape": turn.shape,
+            "on_malformed": self._malformed_error(turn.position),
+        }
 
     def _malformed_error(self, position: int | None) -> Callable[[MalformedCassette], Exception]:
         where = "an injected fault" if position is None else f"interaction {position}"
