@@ -159,14 +159,6 @@ def _maybe_json(text: str) -> Any:
         return text
 
 
-def _finish(calls: list[ToolCallView], raw: str | None, mapping: Mapping[str, str]) -> str | None:
-    if calls:
-        return "tool_calls"
-    if raw is None:
-        return None
-    return mapping.get(raw, raw)
-
-
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -179,82 +171,116 @@ def _usage(input_tokens: object, output_tokens: object, total: object = None) ->
     return Usage(first, second, whole)
 
 
-def _openai(pieces: Iterator[tuple[float | None, str | None, Any]]) -> ProviderView:
-    text: list[str] = []
-    deltas: list[tuple[float, str]] = []
-    calls: dict[int, dict[str, str]] = {}
+def _json_text(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+
+@dataclass
+class _Answer:
+    """What a reader has gathered so far; :meth:`done` turns it into the view."""
+
+    provider: Provider
+    text: list[str] = field(default_factory=list)
+    deltas: list[tuple[float, str]] = field(default_factory=list)
+    calls: list[ToolCallView] = field(default_factory=list)
     raw: str | None = None
-    usage = Usage()
     model: str | None = None
-    streamed = False
-    for t, _, doc in pieces:
-        if not isinstance(doc, Mapping):
-            continue
+    usage: Usage = field(default_factory=Usage)
+    streamed: bool = False
+
+    def say(self, t: float | None, piece: str) -> None:
+        """Text that arrived at ``t`` (None: not streamed)."""
+        self.text.append(piece)
+        if t is not None:
+            self.deltas.append((t, piece))
+
+    def call(self, call_id: object, name: object, arguments: object) -> None:
+        """A tool call; ``arguments`` as a JSON string or a parsed value."""
+        number = len(self.calls)
+        self.calls.append(
+            ToolCallView(str(call_id or f"call_{number}"), str(name or ""), _json_text(arguments))
+        )
+
+    def done(self, reasons: Mapping[str, str], text: str | None = None) -> ProviderView:
+        finish = "tool_calls" if self.calls else None
+        if finish is None and self.raw is not None:
+            finish = reasons.get(self.raw, self.raw)
+        return ProviderView(
+            self.provider,
+            "".join(self.text) if text is None else text,
+            tuple(self.calls),
+            finish,
+            self.usage,
+            self.model,
+            tuple(self.deltas),
+            self.raw,
+            self.streamed,
+        )
+
+
+Pieces = Iterator[tuple[float | None, str | None, Any]]
+
+
+def _maps(pieces: Pieces) -> Iterator[tuple[float | None, str | None, Mapping[str, Any]]]:
+    for t, name, doc in pieces:
+        if isinstance(doc, Mapping):
+            yield t, name, doc
+
+
+def _openai(pieces: Pieces) -> ProviderView:
+    answer = _Answer("openai")
+    streamed_calls: dict[int, dict[str, str]] = {}
+    for t, _, doc in _maps(pieces):
         if doc.get("error"):
             raise ViewError(f"the stream carries an error: {doc['error']}")
-        model = doc.get("model", model)
+        answer.model = doc.get("model", answer.model)
         if doc.get("usage"):
             u = doc["usage"]
-            usage = _usage(
+            answer.usage = _usage(
                 u.get("prompt_tokens"), u.get("completion_tokens"), u.get("total_tokens")
             )
         for choice in doc.get("choices") or []:
-            raw = choice.get("finish_reason") or raw
-            if "delta" in choice:
-                streamed = True
-                delta = choice["delta"] or {}
-                if delta.get("content"):
-                    text.append(delta["content"])
-                    if t is not None:
-                        deltas.append((t, delta["content"]))
-                for call in delta.get("tool_calls") or []:
-                    slot = calls.setdefault(
-                        call.get("index", 0), {"id": "", "name": "", "args": ""}
-                    )
-                    function = call.get("function") or {}
-                    slot["id"] = call.get("id") or slot["id"]
-                    slot["name"] = function.get("name") or slot["name"]
-                    slot["args"] += function.get("arguments") or ""
-            else:
+            answer.raw = choice.get("finish_reason") or answer.raw
+            if "delta" not in choice:
                 message = choice.get("message") or {}
-                text.append(message.get("content") or "")
-                for index, call in enumerate(message.get("tool_calls") or []):
+                answer.say(None, message.get("content") or "")
+                for call in message.get("tool_calls") or []:
                     function = call.get("function") or {}
-                    calls[index] = {
-                        "id": call.get("id", ""),
-                        "name": function.get("name", ""),
-                        "args": function.get("arguments", ""),
-                    }
-    tool_calls = [ToolCallView(c["id"], c["name"], c["args"]) for _, c in sorted(calls.items())]
-    return ProviderView(
-        "openai",
-        "".join(text),
-        tuple(tool_calls),
-        _finish(tool_calls, raw, {}),
-        usage,
-        model,
-        tuple(deltas),
-        raw,
-        streamed,
-    )
+                    answer.call(call.get("id"), function.get("name"), function.get("arguments", ""))
+                continue
+            answer.streamed = True
+            delta = choice["delta"] or {}
+            if delta.get("content"):
+                answer.say(t, delta["content"])
+            for call in delta.get("tool_calls") or []:
+                empty = {"id": "", "name": "", "args": ""}
+                slot = streamed_calls.setdefault(call.get("index", 0), empty)
+                function = call.get("function") or {}
+                slot["id"] = call.get("id") or slot["id"]
+                slot["name"] = function.get("name") or slot["name"]
+                slot["args"] += function.get("arguments") or ""
+    for _, slot in sorted(streamed_calls.items()):
+        answer.call(slot["id"], slot["name"], slot["args"])
+    return answer.done({})
 
 
-def _responses(pieces: Iterator[tuple[float | None, str | None, Any]]) -> ProviderView:
-    text: list[str] = []
-    deltas: list[tuple[float, str]] = []
+_RESPONSES_REASONS: Final = {
+    "completed": "stop",
+    "max_output_tokens": "length",
+    "content_filter": "content_filter",
+}
+
+
+def _responses(pieces: Pieces) -> ProviderView:
+    answer = _Answer("openai-responses")
     final: Mapping[str, Any] | None = None
-    streamed = False
-    for t, _, doc in pieces:
-        if not isinstance(doc, Mapping):
-            continue
+    for t, _, doc in _maps(pieces):
         kind = doc.get("type")
         if kind == "response.output_text.delta":
-            streamed = True
-            text.append(doc.get("delta", ""))
-            if t is not None:
-                deltas.append((t, doc.get("delta", "")))
+            answer.streamed = True
+            answer.say(t, doc.get("delta", ""))
         elif kind in ("response.completed", "response.incomplete", "response.failed"):
-            streamed = True
+            answer.streamed = True
             final = doc.get("response")
         elif kind == "error":
             raise ViewError(f"the stream carries an error: {doc.get('message')}")
@@ -262,208 +288,115 @@ def _responses(pieces: Iterator[tuple[float | None, str | None, Any]]) -> Provid
             final = doc
     if final is None:
         raise ViewError("the Responses answer has no final response object")
-    calls: list[ToolCallView] = []
     whole: list[str] = []
     for item in final.get("output") or []:
         if item.get("type") == "function_call":
-            calls.append(
-                ToolCallView(
-                    item.get("call_id", ""), item.get("name", ""), item.get("arguments", "")
-                )
-            )
+            answer.call(item.get("call_id"), item.get("name"), item.get("arguments", ""))
         elif item.get("type") == "message":
             whole += [
-                c.get("text", "")
-                for c in item.get("content") or []
-                if c.get("type") == "output_text"
+                part.get("text", "")
+                for part in item.get("content") or []
+                if part.get("type") == "output_text"
             ]
     status = final.get("status")
     details = final.get("incomplete_details") or {}
-    raw = details.get("reason") if status == "incomplete" else status
-    mapping = {
-        "completed": "stop",
-        "max_output_tokens": "length",
-        "content_filter": "content_filter",
-    }
+    answer.raw = details.get("reason") if status == "incomplete" else status
     u = final.get("usage") or {}
-    return ProviderView(
-        "openai-responses",
-        "".join(whole) or "".join(text),
-        tuple(calls),
-        _finish(calls, raw, mapping),
-        _usage(u.get("input_tokens"), u.get("output_tokens"), u.get("total_tokens")),
-        final.get("model"),
-        tuple(deltas),
-        raw,
-        streamed,
-    )
+    answer.usage = _usage(u.get("input_tokens"), u.get("output_tokens"), u.get("total_tokens"))
+    answer.model = final.get("model")
+    return answer.done(_RESPONSES_REASONS, "".join(whole) or "".join(answer.text))
 
 
-def _anthropic(pieces: Iterator[tuple[float | None, str | None, Any]]) -> ProviderView:
-    text: list[str] = []
-    deltas: list[tuple[float, str]] = []
-    blocks: dict[int, dict[str, str]] = {}
-    raw: str | None = None
-    model: str | None = None
+def _anthropic(pieces: Pieces) -> ProviderView:
+    answer = _Answer("anthropic")
+    blocks: dict[int, dict[str, Any]] = {}
     input_tokens: object = None
     output_tokens: object = None
-    streamed = False
-    for t, name, doc in pieces:
-        if not isinstance(doc, Mapping):
-            continue
+    for t, name, doc in _maps(pieces):
         kind = doc.get("type", name)
         if kind == "error":
             raise ViewError(f"the stream carries an error: {doc.get('error')}")
         if kind == "message":
-            model = doc.get("model")
-            raw = doc.get("stop_reason")
+            answer.model = doc.get("model")
+            answer.raw = doc.get("stop_reason")
             usage = doc.get("usage") or {}
             input_tokens, output_tokens = usage.get("input_tokens"), usage.get("output_tokens")
             for index, block in enumerate(doc.get("content") or []):
                 if block.get("type") == "text":
-                    text.append(block.get("text", ""))
+                    answer.say(None, block.get("text", ""))
                 elif block.get("type") == "tool_use":
-                    blocks[index] = {
-                        "id": block.get("id", ""),
-                        "name": block.get("name", ""),
-                        "args": json.dumps(block.get("input", {}), separators=(",", ":")),
-                    }
+                    blocks[index] = {**block, "args": block.get("input", {})}
             continue
-        streamed = True
+        answer.streamed = True
         if kind == "message_start":
             message = doc.get("message") or {}
-            model = message.get("model")
+            answer.model = message.get("model")
             input_tokens = (message.get("usage") or {}).get("input_tokens")
         elif kind == "content_block_start":
             block = doc.get("content_block") or {}
             if block.get("type") == "tool_use":
-                blocks[doc.get("index", 0)] = {
-                    "id": block.get("id", ""),
-                    "name": block.get("name", ""),
-                    "args": "",
-                }
+                blocks[doc.get("index", 0)] = {**block, "args": ""}
         elif kind == "content_block_delta":
             delta = doc.get("delta") or {}
             if delta.get("type") == "text_delta":
-                text.append(delta.get("text", ""))
-                if t is not None:
-                    deltas.append((t, delta.get("text", "")))
+                answer.say(t, delta.get("text", ""))
             elif delta.get("type") == "input_json_delta":
                 blocks[doc.get("index", 0)]["args"] += delta.get("partial_json", "")
         elif kind == "message_delta":
-            raw = (doc.get("delta") or {}).get("stop_reason") or raw
+            answer.raw = (doc.get("delta") or {}).get("stop_reason") or answer.raw
             output_tokens = (doc.get("usage") or {}).get("output_tokens", output_tokens)
-    calls = []
     for _, block in sorted(blocks.items()):
-        arguments = block["args"] or "{}"
-        calls.append(ToolCallView(block["id"], block["name"], arguments))
-    return ProviderView(
-        "anthropic",
-        "".join(text),
-        tuple(calls),
-        _finish(calls, raw, _ANTHROPIC_REASONS),
-        _usage(input_tokens, output_tokens),
-        model,
-        tuple(deltas),
-        raw,
-        streamed,
-    )
+        answer.call(block.get("id"), block.get("name"), block["args"] or "{}")
+    answer.usage = _usage(input_tokens, output_tokens)
+    return answer.done(_ANTHROPIC_REASONS)
 
 
-def _gemini(pieces: Iterator[tuple[float | None, str | None, Any]]) -> ProviderView:
-    text: list[str] = []
-    deltas: list[tuple[float, str]] = []
-    calls: list[ToolCallView] = []
-    raw: str | None = None
-    model: str | None = None
-    usage = Usage()
+def _gemini(pieces: Pieces) -> ProviderView:
+    answer = _Answer("gemini")
     count = 0
-    for t, _, doc in pieces:
-        if not isinstance(doc, Mapping):
-            continue
+    for t, _, doc in _maps(pieces):
         if doc.get("error"):
             raise ViewError(f"the answer carries an error: {doc['error']}")
         count += 1
-        model = doc.get("modelVersion", model)
+        answer.model = doc.get("modelVersion", answer.model)
         metadata = doc.get("usageMetadata") or {}
         if "candidatesTokenCount" in metadata or "totalTokenCount" in metadata:
-            usage = _usage(
+            answer.usage = _usage(
                 metadata.get("promptTokenCount"),
                 metadata.get("candidatesTokenCount"),
                 metadata.get("totalTokenCount"),
             )
         for candidate in (doc.get("candidates") or [])[:1]:
-            raw = candidate.get("finishReason") or raw
+            answer.raw = candidate.get("finishReason") or answer.raw
             for part in (candidate.get("content") or {}).get("parts") or []:
                 if "text" in part and not part.get("thought"):
-                    text.append(part["text"])
-                    if t is not None:
-                        deltas.append((t, part["text"]))
+                    answer.say(t, part["text"])
                 if "functionCall" in part:
                     call = part["functionCall"]
-                    calls.append(
-                        ToolCallView(
-                            call.get("id", f"call_{len(calls)}"),
-                            call.get("name", ""),
-                            json.dumps(call.get("args", {}), separators=(",", ":")),
-                        )
-                    )
-    return ProviderView(
-        "gemini",
-        "".join(text),
-        tuple(calls),
-        _finish(calls, raw, _GEMINI_REASONS),
-        usage,
-        model,
-        tuple(deltas),
-        raw,
-        count > 1 or bool(deltas),
-    )
+                    answer.call(call.get("id"), call.get("name"), call.get("args", {}))
+    answer.streamed = count > 1 or bool(answer.deltas)
+    return answer.done(_GEMINI_REASONS)
 
 
-def _ollama(pieces: Iterator[tuple[float | None, str | None, Any]]) -> ProviderView:
-    text: list[str] = []
-    deltas: list[tuple[float, str]] = []
-    calls: list[ToolCallView] = []
-    raw: str | None = None
-    model: str | None = None
-    usage = Usage()
+def _ollama(pieces: Pieces) -> ProviderView:
+    answer = _Answer("ollama")
     lines = 0
-    for t, _, doc in pieces:
-        if not isinstance(doc, Mapping):
-            continue
+    for t, _, doc in _maps(pieces):
         if doc.get("error"):
             raise ViewError(f"the answer carries an error: {doc['error']}")
         lines += 1
-        model = doc.get("model", model)
+        answer.model = doc.get("model", answer.model)
         message = doc.get("message") or {}
         if message.get("content"):
-            text.append(message["content"])
-            if t is not None:
-                deltas.append((t, message["content"]))
+            answer.say(t, message["content"])
         for call in message.get("tool_calls") or []:
             function = call.get("function") or {}
-            calls.append(
-                ToolCallView(
-                    call.get("id", f"call_{len(calls)}"),
-                    function.get("name", ""),
-                    json.dumps(function.get("arguments", {}), separators=(",", ":")),
-                )
-            )
+            answer.call(call.get("id"), function.get("name"), function.get("arguments", {}))
         if doc.get("done"):
-            raw = doc.get("done_reason") or "stop"
-            usage = _usage(doc.get("prompt_eval_count"), doc.get("eval_count"))
-    return ProviderView(
-        "ollama",
-        "".join(text),
-        tuple(calls),
-        _finish(calls, raw, {}),
-        usage,
-        model,
-        tuple(deltas),
-        raw,
-        lines > 1,
-    )
+            answer.raw = doc.get("done_reason") or "stop"
+            answer.usage = _usage(doc.get("prompt_eval_count"), doc.get("eval_count"))
+    answer.streamed = lines > 1
+    return answer.done({})
 
 
 _READERS: Final = {
