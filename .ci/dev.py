@@ -22,6 +22,9 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 STAMP = VENV / ".toolnexus-installed"
+# pytest-recording refuses to start beside pytest-vcr, so the check that pytest-toolnexus
+# coexists with pytest-vcr runs in an environment of its own.
+VCR_VENV = ROOT / ".venv-pytest-vcr"
 
 
 def _run(*argv: str | Path) -> None:
@@ -31,18 +34,28 @@ def _run(*argv: str | Path) -> None:
         sys.exit(code)
 
 
-def ensure_env(extras: str) -> None:
+def _python(env: Path) -> Path:
+    return env / ("Scripts" if os.name == "nt" else "bin") / "python"
+
+
+def ensure_env(extras: str, env: Path = VENV, *extra_packages: str) -> Path:
+    """The environment's python, after creating or updating it when pyproject.toml changed."""
     if sys.version_info < (3, 11):
         sys.exit(f"pytest-toolnexus needs Python 3.11 or newer; this is {sys.version.split()[0]}.")
-    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
-    if STAMP.exists() and STAMP.read_text() == wanted and PY.exists():
-        return
-    if not PY.exists():
-        print(f"creating {VENV}", flush=True)
-        venv.EnvBuilder(with_pip=True).create(VENV)
-    _run(PY, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    _run(PY, "-m", "pip", "install", "--quiet", "-e", f".[{extras}]")
-    STAMP.write_text(wanted)
+    python = _python(env)
+    stamp = env / ".toolnexus-installed"
+    spec = f".[{extras}]" if extras else "."
+    key = (ROOT / "pyproject.toml").read_bytes() + spec.encode() + " ".join(extra_packages).encode()
+    wanted = hashlib.sha256(key).hexdigest()
+    if stamp.exists() and stamp.read_text() == wanted and python.exists():
+        return python
+    if not python.exists():
+        print(f"creating {env}", flush=True)
+        venv.EnvBuilder(with_pip=True).create(env)
+    _run(python, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    _run(python, "-m", "pip", "install", "--quiet", "-e", spec, *extra_packages)
+    stamp.write_text(wanted)
+    return python
 
 
 def main(argv: list[str]) -> None:
@@ -54,9 +67,21 @@ def main(argv: list[str]) -> None:
     elif job == "test":
         ensure_env("dev,bench")
         _run(PY, "-m", "ruff", "check", "pytest_toolnexus", "tests", "examples", "benchmarks")
-        _run(PY, "-m", "ruff", "format", "--check", "pytest_toolnexus", "tests", "examples", "benchmarks")
+        _run(
+            PY,
+            "-m",
+            "ruff",
+            "format",
+            "--check",
+            "pytest_toolnexus",
+            "tests",
+            "examples",
+            "benchmarks",
+        )
         _run(PY, "-m", "mypy")
         _run(PY, "-m", "pytest", "-n", "2", "tests", "examples", *rest)
+        vcr_python = ensure_env("", VCR_VENV, "pytest-vcr>=1.0")
+        _run(vcr_python, "-m", "pytest", "-c", "tests/coexistence/pytest.ini", "tests/coexistence")
     elif job == "bench":
         ensure_env("dev,bench")
         _run(PY, "benchmarks/run.py", *rest)
