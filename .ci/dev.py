@@ -79,9 +79,9 @@ def main(argv: list[str]) -> None:
             "benchmarks",
         )
         _run(PY, "-m", "mypy")
-        _run(PY, "-m", "pytest", "-n", "2", "tests", "examples", *rest)
         vcr_python = ensure_env("", VCR_VENV, "pytest-vcr>=1.0")
         _run(vcr_python, "-m", "pytest", "-c", "tests/coexistence/pytest.ini", "tests/coexistence")
+        _run(PY, "-m", "pytest", "-n", "2", "tests", "examples", *rest)
     elif job == "bench":
         ensure_env("dev,bench")
         _run(PY, "benchmarks/run.py", *rest)
