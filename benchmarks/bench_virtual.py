@@ -45,7 +45,7 @@ GOAL_WALL_MS = 10.0
 REPEATS = 15
 VCRPY_REPEATS = 2
 MESSAGES = [{"role": "user", "content": "Count to twenty, one word per chunk."}]
-API_KEY = "sk-bench-not-a-real-key"
+API_KEY = "bench-key-not-a-secret"
 REQUEST_HEADERS = [("content-type", "application/json"), ("accept", "application/json")]
 
 
