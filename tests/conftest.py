@@ -10,7 +10,8 @@ import ollama  # noqa: F401
 import openai  # noqa: F401
 import pytest
 
-pytest_plugins = ["pytester"]
+# pytester, and the emulator fixture the plugin's pytester tests share.
+pytest_plugins = ["pytester", "tests.support.plugin_projects"]
 
 
 @pytest.fixture(autouse=True)

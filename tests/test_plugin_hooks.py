@@ -7,39 +7,10 @@ The loopback emulator belongs to the outer test, so the outer test counts what r
 
 import re
 
-import pytest
-
 from pytest_toolnexus import load_cassette
-from tests.support.emulator import Emulator
+from tests.support.plugin_projects import CHAT_CONFTEST
 
-HELPERS = """
-import os
-
-import httpx
-import pytest
-
-BASE = os.environ["EMULATOR_URL"]
-
-
-@pytest.fixture
-def chat():
-    def send(text, **extra):
-        body = {"model": "m", "messages": [{"role": "user", "content": text}], **extra}
-        with httpx.Client() as client:
-            response = client.post(BASE + "/v1/chat/completions", json=body)
-        assert response.status_code == 200
-        return response.json()["choices"][0]["message"]["content"]
-
-    return send
-"""
-
-
-@pytest.fixture
-def emulator(monkeypatch):
-    monkeypatch.delenv("CI", raising=False)
-    with Emulator() as emu:
-        monkeypatch.setenv("EMULATOR_URL", emu.base_url)
-        yield emu
+HELPERS = CHAT_CONFTEST
 
 
 def run(pytester, *args):

@@ -14,7 +14,6 @@ import pytest_recording._vcr  # noqa: F401
 
 from pytest_toolnexus import load_cassette
 from pytest_toolnexus._settings import OPTION_NAMES
-from tests.support.emulator import Emulator
 
 CONFTEST = """
 import os
@@ -73,14 +72,6 @@ NOT_FOUND = (
     "and record mode 'none' only replays. Record it once with record mode 'once' "
     "(pytest: --cassette-record=once), then commit the file.{note}"
 )
-
-
-@pytest.fixture
-def emulator(monkeypatch):
-    monkeypatch.delenv("CI", raising=False)
-    with Emulator() as emu:
-        monkeypatch.setenv("EMULATOR_URL", emu.base_url)
-        yield emu
 
 
 @pytest.fixture

@@ -9,28 +9,9 @@ import re
 
 import pytest
 
-from tests.support.emulator import Emulator
+from tests.support.plugin_projects import CHAT_CONFTEST
 
-CONFTEST = """
-import os
-
-import httpx
-import pytest
-
-BASE = os.environ["EMULATOR_URL"]
-
-
-@pytest.fixture
-def chat():
-    def send(text):
-        body = {"model": "m", "messages": [{"role": "user", "content": text}]}
-        with httpx.Client() as client:
-            response = client.post(BASE + "/v1/chat/completions", json=body)
-        assert response.status_code == 200
-        return response.json()["choices"][0]["message"]["content"]
-
-    return send
-"""
+CONFTEST = CHAT_CONFTEST
 
 TWO_CHATS = """
 import pytest
@@ -50,14 +31,6 @@ import pytest
 def test_chat(chat):
     chat("first")
 """
-
-
-@pytest.fixture
-def emulator(monkeypatch):
-    monkeypatch.delenv("CI", raising=False)
-    with Emulator() as emu:
-        monkeypatch.setenv("EMULATOR_URL", emu.base_url)
-        yield emu
 
 
 @pytest.fixture

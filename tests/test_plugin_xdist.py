@@ -6,10 +6,7 @@ workers did, merged on the controller.
 
 import re
 
-import pytest
-
 from pytest_toolnexus import load_cassette
-from tests.support.emulator import Emulator
 
 SUITE = """
 import os
@@ -41,14 +38,6 @@ def test_own(n):
 def test_shared(n):
     chat(f"shared {n}")
 """
-
-
-@pytest.fixture
-def emulator(monkeypatch):
-    monkeypatch.delenv("CI", raising=False)
-    with Emulator() as emu:
-        monkeypatch.setenv("EMULATOR_URL", emu.base_url)
-        yield emu
 
 
 def run(pytester, *args):
