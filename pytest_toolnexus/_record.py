@@ -161,6 +161,7 @@ class _Recording:
 
     def __init__(self, request: TransportRequest, on_record: Callable[[Interaction], None]) -> None:
         self.observe: Observer | None = None
+        self.on_end: Callable[[], None] | None = None
         self._pieces = 0
         self.request = recorded_request(request)
         self._on_record = on_record
@@ -180,6 +181,14 @@ class _Recording:
             if self._done:
                 return
             self._done = True
+        response = interaction.response
+        if (
+            self.on_end is not None
+            and response is not None
+            and response.complete
+            and response.error is None
+        ):
+            self.on_end()
         self._on_record(interaction)
 
     def failed(self, exc: BaseException) -> None:
@@ -281,7 +290,8 @@ class RecordingTransport:
 
     An interaction is finished when its stream ends, fails, or is closed by the client (then it
     is marked incomplete). ``on_record`` is called exactly once per request; a call may pass
-    its own ``on_record`` (to know which request an interaction belongs to).
+    its own ``on_record`` (to know which request an interaction belongs to), and ``on_end``,
+    called when the client has read the whole answer.
     """
 
     def __init__(self, live: Transport, on_record: Callable[[Interaction], None]) -> None:
@@ -299,9 +309,11 @@ class RecordingTransport:
         *,
         observe: Observer | None = None,
         on_record: Callable[[Interaction], None] | None = None,
+        on_end: Callable[[], None] | None = None,
     ) -> TransportResponse:
         recording = self._inflight.start(request, on_record or self._on_record)
         recording.observe = observe
+        recording.on_end = on_end
         try:
             response = call(self._live, request)
         except Exception as exc:
@@ -359,9 +371,11 @@ class AsyncRecordingTransport:
         *,
         observe: Observer | None = None,
         on_record: Callable[[Interaction], None] | None = None,
+        on_end: Callable[[], None] | None = None,
     ) -> TransportResponse:
         recording = self._inflight.start(request, on_record or self._on_record)
         recording.observe = observe
+        recording.on_end = on_end
         try:
             response = await acall(self._live, request)
         except Exception as exc:

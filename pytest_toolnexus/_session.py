@@ -321,7 +321,12 @@ class CassetteSession:
                 return sent._answered(response)
             assert recorder is not None  # _begin raised the miss otherwise
             return sent._answered(
-                recorder(request, observe=sent._deliver, on_record=self._keeper(sent))
+                recorder(
+                    request,
+                    observe=sent._deliver,
+                    on_record=self._keeper(sent),
+                    on_end=sent._ended,
+                )
             )
 
         return handle
@@ -345,7 +350,12 @@ class CassetteSession:
                 return sent._answered(response)
             assert recorder is not None  # _begin raised the miss otherwise
             return sent._answered(
-                await recorder(request, observe=sent._deliver, on_record=self._keeper(sent))
+                await recorder(
+                    request,
+                    observe=sent._deliver,
+                    on_record=self._keeper(sent),
+                    on_end=sent._ended,
+                )
             )
 
         return handle

@@ -385,3 +385,29 @@ def test_finish_pending_saves_a_stream_nobody_closed(recorded):
     (interaction,) = recorded
     assert interaction.response.complete is False
     assert [e["data"] for e in interaction.response.body.events] == [{"n": 0}]
+
+
+def _fake_live(request):
+    from pytest_toolnexus import ByteStream, TransportResponse
+
+    chunks = [b'data: {"n": 1}\n\n', b'data: {"n": 2}\n\n', b"data: [DONE]\n\n"]
+    return TransportResponse(200, {"content-type": "text/event-stream"}, ByteStream(iter(chunks)))
+
+
+@pytest.mark.parametrize(("read", "complete"), [(None, True), (1, False)], ids=["all", "one"])
+def test_a_recorded_request_says_whether_the_client_read_its_whole_answer(tmp_path, read, complete):
+    from pytest_toolnexus import TransportRequest, use_cassette
+
+    with use_cassette(tmp_path / "c.msgpack", record="once", live=_fake_live) as session:
+        request = TransportRequest("POST", "http://test/v1/x", body={"stream": True}, stream=True)
+        stream = session.transport(request).body
+        pieces = []
+        for piece in stream:
+            pieces.append(piece)
+            if read is not None and len(pieces) == read:
+                break
+        stream.close()
+    (sent,) = session.requests
+    assert sent.replayed is False
+    assert len(sent.deliveries) == len(pieces)
+    assert sent.complete is complete
