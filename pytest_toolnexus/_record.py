@@ -284,7 +284,31 @@ def _error_of(exc: BaseException, t_ms: float) -> RecordedError:
     return RecordedError(kind, message, t_ms)
 
 
-class RecordingTransport:
+class _Recorder:
+    """What the sync and async recording transports share: the recordings in flight."""
+
+    def __init__(self, on_record: Callable[[Interaction], None]) -> None:
+        self._on_record = on_record
+        self._inflight = _Inflight()
+
+    def finish_pending(self) -> int:
+        """Save every stream still open as incomplete; returns how many there were."""
+        return self._inflight.finish_all()
+
+    def _start(
+        self,
+        request: TransportRequest,
+        observe: Observer | None,
+        on_record: Callable[[Interaction], None] | None,
+        on_end: Callable[[], None] | None,
+    ) -> _Recording:
+        recording = self._inflight.start(request, on_record or self._on_record)
+        recording.observe = observe
+        recording.on_end = on_end
+        return recording
+
+
+class RecordingTransport(_Recorder):
     """A sync seam transport that sends through ``live`` and hands each finished interaction to
     ``on_record``, while the client reads every chunk as it arrives.
 
@@ -295,13 +319,8 @@ class RecordingTransport:
     """
 
     def __init__(self, live: Transport, on_record: Callable[[Interaction], None]) -> None:
+        super().__init__(on_record)
         self._live = live
-        self._on_record = on_record
-        self._inflight = _Inflight()
-
-    def finish_pending(self) -> int:
-        """Save every stream still open as incomplete; returns how many there were."""
-        return self._inflight.finish_all()
 
     def __call__(
         self,
@@ -311,9 +330,7 @@ class RecordingTransport:
         on_record: Callable[[Interaction], None] | None = None,
         on_end: Callable[[], None] | None = None,
     ) -> TransportResponse:
-        recording = self._inflight.start(request, on_record or self._on_record)
-        recording.observe = observe
-        recording.on_end = on_end
+        recording = self._start(request, observe, on_record, on_end)
         try:
             response = call(self._live, request)
         except Exception as exc:
@@ -353,17 +370,12 @@ def _tee(stream: ByteStream, recording: _Recording) -> Iterator[bytes]:
         stream.close()
 
 
-class AsyncRecordingTransport:
+class AsyncRecordingTransport(_Recorder):
     """The async mirror of :class:`RecordingTransport`."""
 
     def __init__(self, live: AsyncTransport, on_record: Callable[[Interaction], None]) -> None:
+        super().__init__(on_record)
         self._live = live
-        self._on_record = on_record
-        self._inflight = _Inflight()
-
-    def finish_pending(self) -> int:
-        """Save every stream still open as incomplete; returns how many there were."""
-        return self._inflight.finish_all()
 
     async def __call__(
         self,
@@ -373,9 +385,7 @@ class AsyncRecordingTransport:
         on_record: Callable[[Interaction], None] | None = None,
         on_end: Callable[[], None] | None = None,
     ) -> TransportResponse:
-        recording = self._inflight.start(request, on_record or self._on_record)
-        recording.observe = observe
-        recording.on_end = on_end
+        recording = self._start(request, observe, on_record, on_end)
         try:
             response = await acall(self._live, request)
         except Exception as exc:
