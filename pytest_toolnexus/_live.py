@@ -86,14 +86,10 @@ class _Cancellation:
             self._unregister = None
 
 
-class LiveTransport:
-    """A sync seam :class:`~pytest_toolnexus.Transport` that talks to the network.
+class _Live:
+    """What both live transports hold: a client of their own, yours, or a bare transport."""
 
-    ``LiveTransport()`` owns a plain ``httpx.Client``. Pass ``client=`` to send through your
-    own client (httpx or httpx2), or ``transport=`` to send through an httpx/httpx2 transport
-    directly, as the pytest plugin does with a client's original transport (then ``library=``
-    names the module, httpx or httpx2, whose requests that transport takes).
-    """
+    _client_type: type
 
     def __init__(
         self,
@@ -105,10 +101,22 @@ class LiveTransport:
         if client is not None and transport is not None:
             raise TypeError("pass client= or transport=, not both")
         self._owns_client = client is None and transport is None
-        self._client: Any | None = httpx.Client() if self._owns_client else client
+        self._client: Any | None = self._client_type() if self._owns_client else client
         self._transport = transport
         target = transport if transport is not None else self._client
         self._lib = library if library is not None else _compat.library_of(target)
+
+
+class LiveTransport(_Live):
+    """A sync seam :class:`~pytest_toolnexus.Transport` that talks to the network.
+
+    ``LiveTransport()`` owns a plain ``httpx.Client``. Pass ``client=`` to send through your
+    own client (httpx or httpx2), or ``transport=`` to send through an httpx/httpx2 transport
+    directly, as the pytest plugin does with a client's original transport (then ``library=``
+    names the module, httpx or httpx2, whose requests that transport takes).
+    """
+
+    _client_type = httpx.Client
 
     def __call__(self, request: TransportRequest) -> TransportResponse:
         if request.cancel is not None:
@@ -169,23 +177,10 @@ class LiveTransport:
         self.close()
 
 
-class AsyncLiveTransport:
+class AsyncLiveTransport(_Live):
     """The async mirror of :class:`LiveTransport`, over ``httpx.AsyncClient``."""
 
-    def __init__(
-        self,
-        client: Any | None = None,
-        *,
-        transport: Any | None = None,
-        library: ModuleType | None = None,
-    ) -> None:
-        if client is not None and transport is not None:
-            raise TypeError("pass client= or transport=, not both")
-        self._owns_client = client is None and transport is None
-        self._client: Any | None = httpx.AsyncClient() if self._owns_client else client
-        self._transport = transport
-        target = transport if transport is not None else self._client
-        self._lib = library if library is not None else _compat.library_of(target)
+    _client_type = httpx.AsyncClient
 
     async def __call__(self, request: TransportRequest) -> TransportResponse:
         if request.cancel is not None:
