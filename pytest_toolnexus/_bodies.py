@@ -57,16 +57,18 @@ def wants_stream(url: str, headers: Headers, body: RequestBody) -> bool:
     """Whether a request asks for a streamed answer, from what the request itself says.
 
     True when the JSON body has ``"stream": true`` (OpenAI, Anthropic, Ollama), when the
-    ``Accept`` header names an event-stream or NDJSON type, or when the query has ``alt=sse``
-    (Gemini).
+    ``Accept`` header names an event-stream or NDJSON type, or when the URL asks Gemini to
+    stream (``:streamGenerateContent``, with ``alt=sse`` or as a JSON array).
     """
     if isinstance(body, dict) and body.get("stream") is True:
         return True
     accept = headers.get("accept", "").lower()
     if any(kind in accept for kind in _STREAM_TYPES):
         return True
-    query = urlsplit(url).query
-    return bool(query) and ("alt", "sse") in parse_qsl(query)
+    parts = urlsplit(url)
+    if parts.path.endswith(":streamGenerateContent"):
+        return True
+    return bool(parts.query) and ("alt", "sse") in parse_qsl(parts.query)
 
 
 _SAFE_INTEGER: Final = 2**53

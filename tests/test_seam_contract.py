@@ -401,6 +401,12 @@ def test_a_request_declares_its_content_as_bytes():
             "http://test/v1beta/models/g:streamGenerateContent?alt=sse", {}, {}, True, id="alt-sse"
         ),
         pytest.param("http://test/v1beta/models/g?alt=json", {}, {}, False, id="alt-json"),
+        pytest.param(
+            "http://test/v1beta/models/g:streamGenerateContent", {}, {}, True, id="gemini-array"
+        ),
+        pytest.param(
+            "http://test/v1beta/models/g:generateContent", {}, {}, False, id="gemini-whole"
+        ),
     ],
 )
 def test_wants_stream_reads_the_request(url, headers, body, expected):
