@@ -215,7 +215,9 @@ def play(
     return TransportResponse(
         plan.status,
         plan.headers,
-        ByteStream(_pieces(plan, clock, start, cancel, on_deliver, on_end, on_malformed)),
+        ByteStream(
+            _pieces(_Delivery(plan, start, clock, on_deliver, on_end, on_malformed), cancel)
+        ),
     )
 
 
@@ -236,38 +238,72 @@ def _lookahead(
         raise on_malformed(exc) from exc
 
 
-def _pieces(
-    plan: Plan,
-    clock: Clock,
-    start: float,
-    cancel: CancelToken | None,
-    on_deliver: Delivery | None,
-    on_end: Ended | None,
-    on_malformed: Malformed | None,
-) -> Iterator[bytes]:
-    read_all = False
-    number = -1
-    try:
-        for number, (t_ms, data, last) in enumerate(_lookahead(plan.pieces, on_malformed)):
-            clock.wait_until(start + _seconds(t_ms, clock), cancel)
-            if on_deliver is not None:
-                on_deliver(number, clock.now())
-            read_all = last
-            yield data
-        read_all = True
+class _Delivery:
+    """One replayed body's schedule and bookkeeping; the sync and async generators below
+    only wait for each deadline and hand the piece over."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        start: float,
+        clock: Clock,
+        on_deliver: Delivery | None,
+        on_end: Ended | None,
+        on_malformed: Malformed | None,
+    ) -> None:
+        self._plan = plan
+        self._start = start
+        self.clock = clock
+        self._on_deliver = on_deliver
+        self._on_end = on_end
+        self._on_malformed = on_malformed
+        self._count = 0
+        self._last = False
+        self._read_all = False
+
+    def _due(self, t_ms: float) -> float:
+        return self._start + _seconds(t_ms, self.clock)
+
+    def schedule(self) -> Iterator[tuple[float, bytes | None]]:
+        """``(deadline, piece)`` for each piece, then ``(deadline, None)`` for the end; a
+        recorded error or an incomplete recording is raised where it happened."""
+        plan = self._plan
+        for t_ms, data, last in _lookahead(plan.pieces, self._on_malformed):
+            self._last = last
+            yield self._due(t_ms), data
+        self._read_all = plan.error is None
         if plan.error is not None:
-            read_all = False
-            clock.wait_until(start + _seconds(plan.error.t, clock), cancel)
+            yield self._due(plan.error.t), None
             raise _error(plan.error)
         if not plan.complete:
-            raise _incomplete(number + 1)
-        clock.wait_until(start + _seconds(plan.end, clock), cancel)
-    finally:
+            raise _incomplete(self._count)
+        yield self._due(plan.end), None
+
+    def delivered(self) -> None:
+        """A piece reached the client now."""
+        if self._on_deliver is not None:
+            self._on_deliver(self._count, self.clock.now())
+        self._count += 1
+        self._read_all = self._last
+
+    def finish(self) -> None:
         # A client that closes the body after its last recorded piece has read all of it:
         # SSE clients stop at their end marker without asking for more, and a recording made
         # that way ends there too.
-        if on_end is not None and read_all and plan.error is None:
-            on_end()
+        if self._on_end is not None and self._read_all and self._plan.error is None:
+            self._on_end()
+
+
+def _pieces(delivery: _Delivery, cancel: CancelToken | None) -> Iterator[bytes]:
+    clock = delivery.clock
+    try:
+        for deadline, data in delivery.schedule():
+            clock.wait_until(deadline, cancel)
+            if data is not None:
+                delivery.delivered()
+                yield data
+    finally:
+        delivery.finish()
 
 
 async def aplay(
@@ -299,36 +335,19 @@ async def aplay(
     return TransportResponse(
         plan.status,
         plan.headers,
-        AsyncByteStream(_apieces(plan, clock, start, cancel, on_deliver, on_end, on_malformed)),
+        AsyncByteStream(
+            _apieces(_Delivery(plan, start, clock, on_deliver, on_end, on_malformed), cancel)
+        ),
     )
 
 
-async def _apieces(
-    plan: Plan,
-    clock: Clock,
-    start: float,
-    cancel: CancelToken | None,
-    on_deliver: Delivery | None,
-    on_end: Ended | None,
-    on_malformed: Malformed | None,
-) -> AsyncIterator[bytes]:
-    read_all = False
-    number = -1
+async def _apieces(delivery: _Delivery, cancel: CancelToken | None) -> AsyncIterator[bytes]:
+    clock = delivery.clock
     try:
-        for number, (t_ms, data, last) in enumerate(_lookahead(plan.pieces, on_malformed)):
-            await clock.await_until(start + _seconds(t_ms, clock), cancel)
-            if on_deliver is not None:
-                on_deliver(number, clock.now())
-            read_all = last
-            yield data
-        read_all = True
-        if plan.error is not None:
-            read_all = False
-            await clock.await_until(start + _seconds(plan.error.t, clock), cancel)
-            raise _error(plan.error)
-        if not plan.complete:
-            raise _incomplete(number + 1)
-        await clock.await_until(start + _seconds(plan.end, clock), cancel)
+        for deadline, data in delivery.schedule():
+            await clock.await_until(deadline, cancel)
+            if data is not None:
+                delivery.delivered()
+                yield data
     finally:
-        if on_end is not None and read_all and plan.error is None:
-            on_end()
+        delivery.finish()
