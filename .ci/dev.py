@@ -3,6 +3,7 @@
     python3 .ci/dev.py demo    # the example suite, replaying committed cassettes offline
     python3 .ci/dev.py test    # lint, type-check and the full test suite
     python3 .ci/dev.py bench   # the benchmarks, printed as tables
+    python3 .ci/dev.py stress  # the test job 5 times in a row, with 2 CPU-bound processes running
 
 Only Python 3.11+ is needed. The environment lives in .venv/ and is reinstalled
 when pyproject.toml changes.
@@ -58,6 +59,49 @@ def ensure_env(extras: str, env: Path = VENV, *extra_packages: str) -> Path:
     return python
 
 
+def _burn() -> None:
+    """Keep one CPU busy until killed."""
+    while True:
+        pass
+
+
+def stress(runs: int, rest: list[str]) -> None:
+    """Run the test suite ``runs`` times while two CPU-bound processes compete for the machine,
+    and say how each run ended. Exits non-zero unless every run passed."""
+    import multiprocessing
+    import time
+
+    python = ensure_env("dev,bench")
+    hogs = [multiprocessing.Process(target=_burn, daemon=True) for _ in range(2)]
+    for hog in hogs:
+        hog.start()
+    results: list[str] = []
+    try:
+        for number in range(1, runs + 1):
+            started = time.monotonic()
+            print(f"+ stress run {number}/{runs}: pytest -n 2 tests examples", flush=True)
+            completed = subprocess.run(
+                [str(python), "-m", "pytest", "-n", "2", "-q", "tests", "examples", *rest],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+            )
+            lines = completed.stdout.strip().splitlines()
+            summary = lines[-1] if lines else "(no output)"
+            failures = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
+            results.append(
+                f"run {number}: exit {completed.returncode}, {time.monotonic() - started:.0f} s, "
+                f"{summary.strip('= ')}"
+            )
+            print(results[-1], *failures, sep="\n  ", flush=True)
+    finally:
+        for hog in hogs:
+            hog.terminate()
+    print("\n".join(["", "stress: 2 CPU-bound processes running throughout", *results]))
+    if any(" exit 0," not in line for line in results):
+        sys.exit(1)
+
+
 def main(argv: list[str]) -> None:
     job = argv[0] if argv else ""
     rest = argv[1:]
@@ -82,6 +126,8 @@ def main(argv: list[str]) -> None:
         vcr_python = ensure_env("", VCR_VENV, "pytest-vcr>=1.0")
         _run(vcr_python, "-m", "pytest", "-c", "tests/coexistence/pytest.ini", "tests/coexistence")
         _run(PY, "-m", "pytest", "-n", "2", "tests", "examples", *rest)
+    elif job == "stress":
+        stress(5, rest)
     elif job == "bench":
         ensure_env("dev,bench")
         _run(PY, "benchmarks/run.py", *rest)

@@ -18,17 +18,20 @@ def anyio_backend():
 @pytest.mark.anyio
 @pytest.mark.cassette
 async def test_async_stream_is_incremental(cassette, emulator, tolerance):
-    client = openai.AsyncOpenAI(api_key=API_KEY, base_url=f"{EMULATOR_URL}/v1", max_retries=0)
-
     arrivals: list[float] = []
-    stream = await client.chat.completions.create(
-        model="gpt-4o-mini",
-        messages=[{"role": "user", "content": "Count to twenty."}],
-        stream=True,
-    )
-    async for chunk in stream:
-        if chunk.choices and chunk.choices[0].delta.content:
-            arrivals.append(time.monotonic())
+    # Closed here, on this test's event loop: a client left to the garbage collector is closed
+    # on whatever loop runs then.
+    async with openai.AsyncOpenAI(
+        api_key=API_KEY, base_url=f"{EMULATOR_URL}/v1", max_retries=0
+    ) as client:
+        stream = await client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "Count to twenty."}],
+            stream=True,
+        )
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                arrivals.append(time.monotonic())
 
     assert len(arrivals) == 20
     assert_incremental(arrivals, min_spread=0.9, what="deltas")

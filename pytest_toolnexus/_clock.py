@@ -7,17 +7,30 @@ same interface.
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Final, Protocol, final
 
 import anyio
 
+from . import _cfunc
 from ._cancel import CancelToken
 
-__all__ = ["Clock", "InstantClock", "RealClock", "real_monotonic"]
+__all__ = ["Clock", "InstantClock", "RealClock", "real_monotonic", "real_wall"]
 
-real_monotonic: Final = time.perf_counter
-"""The process's own monotonic clock, captured at import so no patch of ``time`` reaches it."""
+real_monotonic: Final = _cfunc.original(time.perf_counter)
+"""The process's own monotonic clock: it reads real time even while the virtual clock is
+installed, which rebinds ``time.perf_counter`` itself (see ``_cfunc``)."""
+
+
+def real_wall() -> float:
+    """The real Unix time, even while time-machine (the virtual wall clock) is travelling."""
+    machine = sys.modules.get("time_machine")
+    if machine is not None and machine.escape_hatch.is_travelling():
+        wall: float = machine.escape_hatch.time.time()
+        return wall
+    return time.time()
+
 
 _real_sleep: Final = time.sleep
 _SLICE: Final = 0.05

@@ -14,7 +14,6 @@ import json
 import os
 import tempfile
 import threading
-import time
 import types
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -36,7 +35,7 @@ from ._cassette import (
     TextBody,
     load_cassette,
 )
-from ._clock import Clock, InstantClock, RealClock
+from ._clock import Clock, InstantClock, RealClock, real_wall
 from ._errors import (
     CassetteFormatError,
     CassetteMissError,
@@ -52,10 +51,11 @@ from ._redact import ACCOUNT_KEYS, mask_keys, redact_headers, redact_url
 from ._replay import Plan, Shaper, aplay, play
 from ._seam import AsyncTransport, RequestBody, Transport, TransportRequest, TransportResponse
 from ._secrets import SecretScanner
+from ._timepatch import install as install_clock
+from ._timepatch import observe_sleeps
 from ._version import __version__
 from ._views import ProviderView, ViewError, view
-from ._virtual import Sleep, VirtualClock, observe_sleeps
-from ._virtual import install as install_clock
+from ._virtual import Sleep, VirtualClock
 
 __all__ = [
     "RECORD_MODES",
@@ -74,7 +74,7 @@ RecordMode = Literal["none", "once", "new", "all"]
 RECORD_MODES: Final = get_args(RecordMode)
 TimingMode = Literal["virtual", "real", "instant"]
 TIMING_MODES: Final = get_args(TimingMode)
-_REAL_WALL: Final = time.time
+
 _BODY_PREVIEW: Final = 240
 
 
@@ -239,7 +239,7 @@ class CassetteSession:
         self._sleeps: list[Sleep] = []
         self._t0 = self.clock.now()
         if self._may_record:
-            self._meta.setdefault("clock_epoch", round(_REAL_WALL(), 3))
+            self._meta.setdefault("clock_epoch", round(real_wall(), 3))
 
     def _make_clock(self, timing: TimingMode, speed: float, loaded: list[Interaction]) -> Clock:
         if timing == "instant":
@@ -259,8 +259,15 @@ class CassetteSession:
     def start(self) -> CassetteSession:
         """Install the virtual clock (or, with other clocks, a watch on sleeps).
 
-        ``with`` and the pytest plugin call this for you.
+        ``with`` and the pytest plugin call this for you. Starting a started session does
+        nothing; starting a closed one raises, since a session serves one block (one test).
         """
+        if self._closed:
+            raise RuntimeError(
+                f"the cassette session for {self.path} is closed and cannot be started again: "
+                "a session serves one block (one test). Open a new one with "
+                "use_cassette(...) or CassetteSession(...)."
+            )
         if self._uninstall is None:
             if isinstance(self.clock, VirtualClock):
                 self._uninstall = install_clock(self.clock, self._clock_modules)
@@ -596,19 +603,25 @@ class CassetteSession:
         if self._closed:
             return
         self._closed = True
-        self._stop_clock()
-        for recorder in self._recorders:
-            recorder.finish_pending()
-        for live in self._owned_live:
-            live.close()
-        self._write()
-        self._report_unused()
+        # Each step runs whatever an earlier one raised, the clock coming off first; they are
+        # registered in the reverse of the order they run in.
+        with contextlib.ExitStack() as steps:
+            steps.callback(self._report_unused)
+            steps.callback(self._write)
+            for live in self._owned_live:
+                steps.callback(live.close)
+            for recorder in self._recorders:
+                steps.callback(recorder.finish_pending)
+            steps.callback(self._stop_clock)
 
     async def aclose(self) -> None:
-        """:meth:`close`, also closing async clients this session opened."""
-        for live in self._owned_async_live:
-            await live.aclose()
-        self.close()
+        """:meth:`close`, also closing async clients this session opened. :meth:`close` runs
+        even when closing one of them raises (a ``CancelledError``, say)."""
+        try:
+            for live in self._owned_async_live:
+                await live.aclose()
+        finally:
+            self.close()
 
     def _write(self) -> None:
         recorded = self.recorded

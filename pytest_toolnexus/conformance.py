@@ -79,13 +79,11 @@ def served(
     session = CassetteSession(
         path, record="none", faults=faults, allow_repeats=allow_repeats, on_unused="ignore"
     )
-    undo = patch_http_clients(session)
-    session.start()
-    try:
+    with contextlib.ExitStack() as undo:
+        undo.callback(session.close)
+        undo.callback(patch_http_clients(session))
+        session.start()
         yield session
-    finally:
-        undo()
-        session.close()
 
 
 class RetryConformance:

@@ -6,6 +6,7 @@ Loaded through the ``pytest11`` entry point. A test with the marker (or that ask
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
@@ -316,26 +317,30 @@ def cassette(
         allow_secrets=options.allow_secrets,
         wire_check=options.wire_check,
     )
-    undo = patch_http_clients(session, options.allow_hosts)
-    disarm = (
-        arm_tripwire(
-            cassette=_shown(config, path), mode=session.record_mode, allow_hosts=options.allow_hosts
-        )
-        if session.replay_only
-        else None
-    )
-    session.start()
-    try:
-        yield session
-    finally:
-        if disarm is not None:
-            disarm()
-        undo()
-        try:
-            session.close()
-        finally:
-            live.close()
+    started = False
+
+    def report() -> None:
+        if started:
             _report(item, session, options)
+
+    # Every undo is registered the moment its patch is in, so a failure anywhere (the clock
+    # refusing to start, the test, a teardown step) takes off everything put on before it.
+    with contextlib.ExitStack() as undo:
+        undo.callback(report)
+        undo.callback(live.close)
+        undo.callback(session.close)
+        undo.callback(patch_http_clients(session, options.allow_hosts))
+        if session.replay_only:
+            undo.callback(
+                arm_tripwire(
+                    cassette=_shown(config, path),
+                    mode=session.record_mode,
+                    allow_hosts=options.allow_hosts,
+                )
+            )
+        session.start()
+        started = True
+        yield session
 
 
 @pytest.fixture

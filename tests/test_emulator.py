@@ -2,13 +2,18 @@
 
 Every test talks to a live emulator on 127.0.0.1 through the unmodified ``openai``,
 ``anthropic`` and ``ollama`` clients (or plain ``httpx`` for raw wire checks).
+
+Timing tests read real time with :func:`tests.support.realtime.wall`, the emulator's own
+clock. Nothing reaches the client before the emulator began to write it (exact), and nothing
+is later than this machine's sleeps are late right now (``paced``).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import time
+from dataclasses import dataclass
+from typing import Any
 
 import anthropic
 import httpx
@@ -16,7 +21,8 @@ import ollama
 import openai
 import pytest
 
-from tests.support.emulator import CREATED, OLLAMA_CREATED_AT, WORDS, Emulator
+from tests.support.emulator import CREATED, OLLAMA_CREATED_AT, WORDS, Emulator, ResponseRecord
+from tests.support.realtime import paced, wall
 
 USER_HI = [{"role": "user", "content": "Say hi"}]
 WEATHER_SCHEMA = {
@@ -87,7 +93,7 @@ def test_openai_chat_non_streaming(emu, oai):
     assert (request.method, request.path, request.query) == ("POST", "/v1/chat/completions", "")
     assert request.body["messages"] == USER_HI
     assert request.header("authorization") == "Bearer test-key"
-    assert request.received_at <= time.monotonic()
+    assert request.received_at <= wall()
     assert emu.wait_idle()  # the client can finish reading before the server logs its write
     (record,) = emu.responses
     assert (record.status, record.streamed, record.gzip) == (200, False, False)
@@ -329,20 +335,48 @@ def test_ollama_streams_by_default(emu):
 # --------------------------------------------------------------------------- gzip
 
 
-def test_gzip_openai_streaming_is_still_incremental(emu, oai):
-    emu.configure(gzip=True, delay=0.03)
+@dataclass
+class Streamed:
+    """One streamed chat completion as the client read it. Times are seconds from the moment
+    the emulator had the request."""
+
+    stream: Any
+    text: str
+    record: ResponseRecord
+    arrivals: list[float]
+    """When each content delta reached the client."""
+    written: list[float]
+    """When the emulator began to write each content delta."""
+
+
+def stream_deltas(emu, oai):
+    """Stream one chat completion (forgetting earlier ones): the arrivals, and a Streamed."""
+    emu.clear()
     stream = oai.chat.completions.create(model="gpt-test", messages=USER_HI, stream=True)
-    assert stream.response.headers["content-encoding"] == "gzip"
-    arrivals, text = [], ""
+    seen, text = [], ""
     for chunk in stream:
         if chunk.choices and chunk.choices[0].delta.content:
-            arrivals.append(time.monotonic())
+            seen.append(wall())
             text += chunk.choices[0].delta.content
-    assert_word_reply(text)
-    assert arrivals[-1] - arrivals[0] >= 0.09
+    assert emu.wait_idle()  # the client can finish reading before the server logs its write
+    (record,) = emu.streams
+    origin = record.received_at
+    written = [event.started_at - origin for event in record.events if event.kind == "delta"]
+    streamed = Streamed(stream, text, record, [t - origin for t in seen], written)
+    return streamed.arrivals, streamed
 
-    emu.wait_idle()
-    assert emu.streams[0].gzip
+
+def test_gzip_openai_streaming_is_still_incremental(emu, oai):
+    # Each delta reaches the client once written, not when the gzip stream ends.
+    emu.configure(gzip=True, delay=0.03)
+
+    streamed = paced(
+        lambda: stream_deltas(emu, oai), lambda s: s.written, gaps=[0.03], what="delta"
+    )
+
+    assert streamed.stream.response.headers["content-encoding"] == "gzip"
+    assert_word_reply(streamed.text)
+    assert streamed.record.gzip
     with httpx.stream(
         "POST", emu.base_url + "/v1/chat/completions", json={"messages": USER_HI, "stream": True}
     ) as raw:
@@ -402,38 +436,45 @@ def test_unknown_path_and_method(emu):
 
 def test_deltas_arrive_incrementally(emu, oai):
     emu.configure(events=5, delay=0.05)
-    arrivals = []
-    for chunk in oai.chat.completions.create(model="gpt-test", messages=USER_HI, stream=True):
-        if chunk.choices and chunk.choices[0].delta.content:
-            arrivals.append(time.monotonic())
 
-    assert len(arrivals) == 5
-    assert arrivals[-1] - arrivals[0] >= 0.16
+    # No delta reached the client before the server began to write it, and none later than
+    # this machine's sleeps are late right now.
+    streamed = paced(
+        lambda: stream_deltas(emu, oai), lambda s: s.written, gaps=[0.05], what="delta"
+    )
 
-    emu.wait_idle()
-    record = emu.streams[0]
-    offsets = record.delta_offsets
+    assert len(streamed.arrivals) == 5
+    # The server waits the delay between deltas: from one write's end to the next one's start.
+    deltas = [event for event in streamed.record.events if event.kind == "delta"]
+    gaps = [later.started_at - earlier.sent_at for earlier, later in itertools.pairwise(deltas)]
+    assert min(gaps) >= 0.045
+    offsets = streamed.record.delta_offsets
     assert offsets[-1] - offsets[0] >= 0.19
-    assert all(later - earlier >= 0.045 for earlier, later in itertools.pairwise(offsets))
-    # No delta reached the client before the server wrote it (the server takes its
-    # timestamp just after the write returns, so the client may be a hair ahead).
-    lags = [seen - sent for seen, sent in zip(arrivals, record.delta_times, strict=True)]
-    assert min(lags) >= -0.01
 
 
 def test_first_event_delay(emu, claude):
     emu.first_event_delay = 0.1
-    sent = time.monotonic()
-    with claude.messages.stream(model="claude-test", max_tokens=64, messages=USER_HI) as stream:
-        first = next(iter(stream.text_stream))
-        first_seen = time.monotonic()
-    assert first
-    assert first_seen - sent >= 0.1
 
-    emu.wait_idle()
-    record = emu.streams[0]
-    assert record.headers_sent_at - record.received_at < 0.1  # headers go out at once
-    assert record.offsets[0] >= 0.1
+    # The headers go out at once and the first event after the delay, no later than this
+    # machine's sleeps are late right now; the client sees the first text no sooner.
+    def run():
+        emu.clear()
+        sent = wall()
+        with claude.messages.stream(model="claude-test", max_tokens=64, messages=USER_HI) as stream:
+            first = next(iter(stream.text_stream))
+            first_seen = wall()
+        assert emu.wait_idle()
+        (record,) = emu.streams
+        origin = record.received_at
+        assert sent <= origin
+        times = [record.headers_sent_at, record.events[0].started_at]
+        return [t - origin for t in times], (first, first_seen - origin)
+
+    # From the emulator having the request: headers sent, first event written.
+    first, first_seen = paced(run, [0.0, 0.1], gaps=[0.1], what="header or event")
+
+    assert first
+    assert first_seen >= 0.1
 
 
 def test_stop_closes_connections_and_keeps_base_url():

@@ -5,6 +5,7 @@ and from a ``CassetteSession`` that replayed real traffic.
 
 import re
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -23,6 +24,7 @@ from pytest_toolnexus import (
     use_cassette,
 )
 from pytest_toolnexus._cassette import JsonBody, SseBody
+from pytest_toolnexus._expect import REAL_TIME_TOLERANCE
 
 URL = "https://api.example.test/v1/chat"
 OTHER_URL = "https://api.example.test/v1/embeddings"
@@ -59,12 +61,12 @@ def test_incremental_passes_on_spread_arrivals():
 
 def test_incremental_catches_a_buffered_stream():
     with fails(
-        "all 20 deltas reached the client at t=1.000 s: the stream was buffered, "
+        "all 20 deltas reached the client at once: the stream was buffered, "
         "not delivered incrementally"
     ):
         assert_incremental([1.0] * 20, what="deltas")
     with fails(
-        "all 3 events reached the client at t=0.500 s: the stream was buffered, "
+        "all 3 events reached the client at once: the stream was buffered, "
         "not delivered incrementally"
     ):
         assert_incremental([0.5, 0.5004, 0.5008])  # within the 1 ms tolerance
@@ -78,10 +80,10 @@ def test_incremental_needs_two_pieces():
 
 
 def test_incremental_catches_out_of_order_arrivals():
-    with fails("events arrived out of order: #3 at t=0.100 s, before #2 at t=0.200 s"):
+    with fails("events arrived out of order: #3 reached the client 0.100 s before #2"):
         assert_incremental([0.05, 0.2, 0.1, 0.3])
     # The last before the first: out of order, not "buffered".
-    with fails("deltas arrived out of order: #2 at t=0.200 s, before #1 at t=0.300 s"):
+    with fails("deltas arrived out of order: #2 reached the client 0.100 s before #1"):
         assert_incremental([0.3, 0.2, 0.1], what="deltas")
 
 
@@ -91,9 +93,13 @@ def test_incremental_catches_a_too_short_spread():
 
 
 def test_incremental_compares_with_the_expected_offsets():
-    with fails("delta #2 reached the client at t=0.150 s, expected t=0.100 s (tolerance 1 ms)"):
+    with fails(
+        "delta #2 reached the client 50.0 ms late: at 0.150 s, expected 0.100 s (tolerance 1 ms)"
+    ):
         assert_incremental([0.05, 0.15, 0.2], expected=[0.05, 0.1, 0.2], what="deltas")
-    with fails("event #1 reached the client at t=0.020 s, expected t=0.050 s (tolerance 10 ms)"):
+    with fails(
+        "event #1 reached the client 30.0 ms early: at 0.020 s, expected 0.050 s (tolerance 10 ms)"
+    ):
         assert_incremental([0.02, 0.1], expected=[0.05, 0.1], tolerance=0.01)
     with fails("3 events reached the client, expected 4"):
         assert_incremental([0.1, 0.2, 0.3], expected=[0.1, 0.2, 0.3, 0.4])
@@ -103,10 +109,33 @@ def test_incremental_reads_a_sent_requests_deliveries():
     request = sent(deliveries=[0.05, 0.1, 0.15])
     assert_incremental(request, expected=[0.05, 0.1, 0.15])
     with fails(
-        "all 2 events reached the client at t=0.300 s: the stream was buffered, "
-        "not delivered incrementally"
+        "all 2 events reached the client at once, 0.300 s after the request: the stream was "
+        "buffered, not delivered incrementally"
     ):
         assert_incremental(sent(deliveries=[0.3, 0.3]))
+
+
+def test_incremental_never_quotes_a_raw_clock_reading():
+    # Readings of time.monotonic(), as the README's example collects them: no "t=1303.827 s".
+    with fails(
+        "all 3 deltas reached the client at once: the stream was buffered, "
+        "not delivered incrementally"
+    ):
+        assert_incremental([1303.827, 1303.827, 1303.8272], what="deltas")
+    with fails("events arrived out of order: #2 reached the client 0.200 s before #1"):
+        assert_incremental([1303.9, 1303.7])
+    # With the request's send time, every time is an offset from it.
+    request = sent(sent_at=1300.0, deliveries=[1300.1, 1300.25])
+    with fails(
+        "event #2 reached the client 50.0 ms late: at 0.250 s after the request, expected "
+        "0.200 s (tolerance 1 ms)"
+    ):
+        assert_incremental(request, expected=[1300.1, 1300.2])
+    with fails(
+        "all 2 events reached the client at once, 0.500 s after the request: the stream was "
+        "buffered, not delivered incrementally"
+    ):
+        assert_incremental([1300.5, 1300.5], sent_at=1300.0)
 
 
 # -- assert_time_to_first_event ------------------------------------------------------------------
@@ -186,16 +215,18 @@ def test_waits_pass_and_return_the_waits():
 
 
 def test_a_wait_shorter_than_retry_after_is_named():
-    with fails("expected a wait of 2.0 s before attempt 2 (Retry-After: 2), saw 0.000 s"):
+    with fails(
+        "expected a wait of 2.0 s before attempt 2 (Retry-After: 2), saw 0.000 s (tolerance 1 ms)"
+    ):
         assert_waits(retried(0.0), [2.0])
     with fails("expected a wait of \u2265 2.0 s before attempt 2 (Retry-After: 2), saw 1.000 s"):
         assert_waits(retried(1.0), at_least=[2.0])
-    with fails("expected a wait of 1.0 s before attempt 2, saw 0.250 s"):
+    with fails("expected a wait of 1.0 s before attempt 2, saw 0.250 s (tolerance 1 ms)"):
         assert_waits(retried(0.25, retry_after=None), [1.0])
 
 
 def test_a_wait_is_quoted_as_expected_not_rounded():
-    with fails("expected a wait of 0.25 s before attempt 2, saw 0.200 s"):
+    with fails("expected a wait of 0.25 s before attempt 2, saw 0.200 s (tolerance 1 ms)"):
         assert_waits(retried(0.2, retry_after=None), [0.25])
     with fails("expected a wait of \u2265 1.375 s before attempt 2 (Retry-After: 2), saw 1.000 s"):
         assert_waits(retried(1.0), at_least=[1.375])
@@ -208,6 +239,35 @@ def test_the_wrong_number_of_waits():
         assert_waits([sent()], [2.0])
     with pytest.raises(TypeError, match="at_least="):
         assert_waits(retried(2.0))
+
+
+def recorded(wait, retry_after="2"):
+    """:func:`retried`, as a recording run saw it: on real time, nothing replayed."""
+    return [replace(request, replayed=False) for request in retried(wait, retry_after)]
+
+
+def test_the_default_tolerance_is_exact_on_replay_and_real_time_while_recording():
+    # The docs' assert_waits(cassette, [2.0]) passes in the run that recorded the cassette ...
+    assert assert_waits(recorded(2.002), [2.0]) == [pytest.approx(2.002)]
+    assert assert_waits(recorded(2.2), [2.0]) == [pytest.approx(2.2)]
+    assert_time_to_first_event(replace(sent(deliveries=[0.31]), replayed=False), equals=0.3)
+    assert_incremental(replace(sent(deliveries=[0.1, 0.21]), replayed=False), expected=[0.1, 0.2])
+    # ... and a real miss still fails it, naming the tolerance it used.
+    assert REAL_TIME_TOLERANCE == 0.25
+    with fails(
+        "expected a wait of 2.0 s before attempt 2 (Retry-After: 2), saw 2.400 s (tolerance 250 ms)"
+    ):
+        assert_waits(recorded(2.4), [2.0])
+    # On replay the same 2 ms is a real difference.
+    with fails(
+        "expected a wait of 2.0 s before attempt 2 (Retry-After: 2), saw 2.002 s (tolerance 1 ms)"
+    ):
+        assert_waits(retried(2.002), [2.0])
+    # An explicit tolerance always wins.
+    with fails(
+        "expected a wait of 2.0 s before attempt 2 (Retry-After: 2), saw 2.002 s (tolerance 1 ms)"
+    ):
+        assert_waits(recorded(2.002), [2.0], tolerance=0.001)
 
 
 def test_waits_count_from_the_end_of_the_previous_response():
@@ -270,7 +330,9 @@ def test_a_session_that_retried_too_soon(rate_limited):
         time.sleep(1)
         send(cassette)
 
-    with fails("expected a wait of 2.0 s before attempt 2 (Retry-After: 2), saw 1.000 s"):
+    with fails(
+        "expected a wait of 2.0 s before attempt 2 (Retry-After: 2), saw 1.000 s (tolerance 1 ms)"
+    ):
         assert_waits(cassette, [2.0])
     with fails("expected a wait of \u2265 2.0 s before attempt 2 (Retry-After: 2), saw 1.000 s"):
         assert_waits(cassette, at_least=[2.0])
@@ -307,7 +369,20 @@ def test_a_replayed_stream_is_incremental(tmp_path):
 def test_a_stream_recorded_in_one_burst_reads_as_buffered(tmp_path):
     cassette = replay_stream(tmp_path, [300.0, 300.0, 300.0])
     with fails(
-        "all 3 events reached the client at t=0.300 s: the stream was buffered, "
-        "not delivered incrementally"
+        "all 3 events reached the client at once, 0.300 s after the request: the stream was "
+        "buffered, not delivered incrementally"
     ):
         assert_incremental(cassette.requests[0])
+
+
+def test_a_real_timing_replay_uses_the_real_time_tolerance(tmp_path):
+    path = tmp_path / "short-retry.msgpack"
+    limited = answer(429, JsonBody({"error": "slow down"}), [("retry-after", "0.2")], 5.0, 5.0)
+    ok = answer(200, JsonBody({"ok": True}), [], 5.0, 5.0)
+    Cassette(path, [limited, ok]).save()
+    with use_cassette(path, timing="real") as cassette:
+        send(cassette)
+        time.sleep(0.2)  # a real sleep: the scheduler adds its own milliseconds
+        send(cassette)
+    (wait,) = assert_waits(cassette, [0.2])
+    assert wait >= 0.2

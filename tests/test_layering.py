@@ -19,7 +19,16 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent / PACKAGE
 STORE = ("_cassette", "_cassette_*", "_store*", "_format*", "_streams", "_redact", "_secrets")
 
 # What a session composes.
-REPLAY_CORE = ("_record*", "_replay*", "_faults*", "_clock*", "_virtual*", "_match*", "_tripwire")
+REPLAY_CORE = (
+    "_record*",
+    "_replay*",
+    "_faults*",
+    "_clock*",
+    "_virtual*",
+    "_timepatch",
+    "_match*",
+    "_tripwire",
+)
 
 # The pytest plugin, the modules only it uses, and the pytest conformance kit built on it.
 PLUGIN = ("plugin", "_plugin*", "_hookspecs", "_settings", "_patch", "conformance")
@@ -27,7 +36,7 @@ PLUGIN = ("plugin", "_plugin*", "_hookspecs", "_settings", "_patch", "conformanc
 # Lowest first. A module belongs to the first pattern it matches.
 LAYERS: list[tuple[str, ...]] = [
     # 0: leaves
-    ("_version", "_errors", "_headers"),
+    ("_version", "_errors", "_headers", "_cfunc"),
     # 1: the seam
     ("_cancel", "_seam", "_bodies"),
     # 2: httpx and httpx2 adapters
@@ -53,9 +62,10 @@ SAME_LAYER: dict[str, tuple[str, ...]] = {
     "_record*": ("_clock*", "_virtual*", "_match*"),
     "_replay*": ("_clock*", "_virtual*", "_match*"),
     "_virtual*": ("_clock*",),
+    "_timepatch": ("_clock*", "_virtual*"),
     "_faults*": ("_replay*",),
     "_session*": (*REPLAY_CORE, "_views*"),
-    "_expect*": ("_session*",),
+    "_expect*": ("_session*", "_clock*"),
     "_build*": ("_faults*",),
     "_model*": ("_build*",),
     **dict.fromkeys(PLUGIN, PLUGIN),  # so is the plugin

@@ -24,25 +24,38 @@ def chat(text):
     assert response.status_code == 200
 
 
-@pytest.mark.cassette
-@pytest.mark.parametrize("n", range(8))
-def test_own(n):
-    chat(f"own {n}")
+# --dist=loadscope hands each class, whole, to one worker: two classes for two workers, so
+# the shared cassette's tests run on both, in whatever order the tests were collected.
+class TestEven:
+    @pytest.mark.cassette
+    @pytest.mark.parametrize("n", [0, 2, 4, 6])
+    def test_own(self, n):
+        chat(f"own {n}")
+
+    @pytest.mark.cassette("shared")
+    @pytest.mark.parametrize("n", [0, 2, 4])
+    def test_shared(self, n):
+        chat(f"shared {n}")
 
 
-# Two xdist groups, so that loadgroup hands the shared cassette's tests to both workers.
-@pytest.mark.cassette("shared")
-@pytest.mark.parametrize(
-    "n", [pytest.param(n, marks=pytest.mark.xdist_group(f"half{n % 2}")) for n in range(6)]
-)
-def test_shared(n):
-    chat(f"shared {n}")
+class TestOdd:
+    @pytest.mark.cassette
+    @pytest.mark.parametrize("n", [1, 3, 5, 7])
+    def test_own(self, n):
+        chat(f"own {n}")
+
+    @pytest.mark.cassette("shared")
+    @pytest.mark.parametrize("n", [1, 3, 5])
+    def test_shared(self, n):
+        chat(f"shared {n}")
 """
+
+OWN = {n: f"{'TestOdd' if n % 2 else 'TestEven'}.test_own-{n}.msgpack" for n in range(8)}
 
 
 def run(pytester, *args):
     return pytester.runpytest_subprocess(
-        "-p", "no:hypothesispytest", "-n", "2", "--dist=loadgroup", "-v", *args
+        "-p", "no:hypothesispytest", "-n", "2", "--dist=loadscope", "-v", *args
     )
 
 
@@ -56,15 +69,18 @@ def test_recording_and_replaying_under_two_workers(pytester, emulator):
     # controller's summary counts every worker's cassettes
     recorded.assert_outcomes(passed=14)
     shared_on = set(
-        re.findall(r"\[(gw\d)\] \[ *\d+%\] PASSED test_suite.py::test_shared", str(recorded.stdout))
+        re.findall(
+            r"\[(gw\d)\] \[ *\d+%\] PASSED test_suite.py::Test\w+::test_shared",
+            str(recorded.stdout),
+        )
     )
     assert shared_on == {"gw0", "gw1"}
     recorded.stdout.fnmatch_lines(
         [
             "*= pytest-toolnexus =*",
             "cassettes: 9 used, 0 replayed, 9 recorded, 9 written",
+            *[f"  written: cassettes/test_suite/{name}" for name in sorted(OWN.values())],
             "  written: cassettes/test_suite/shared.msgpack",
-            *[f"  written: cassettes/test_suite/test_own-{n}.msgpack" for n in range(8)],
         ]
     )
     assert len(emulator.requests) == 14
@@ -72,7 +88,7 @@ def test_recording_and_replaying_under_two_workers(pytester, emulator):
     # And every file is whole, and the shared one holds one interaction per test that used it
     folder = pytester.path / "cassettes" / "test_suite"
     names = sorted(p.name for p in folder.iterdir())
-    assert names == sorted([f"test_own-{n}.msgpack" for n in range(8)] + ["shared.msgpack"])
+    assert names == sorted([*OWN.values(), "shared.msgpack"])
     texts = {}
     for name in names:
         cassette = load_cassette(folder / name)
@@ -80,7 +96,7 @@ def test_recording_and_replaying_under_two_workers(pytester, emulator):
             i.request.body.value["messages"][0]["content"] for i in cassette.interactions
         ]
     assert sorted(texts.pop("shared.msgpack")) == [f"shared {n}" for n in range(6)]
-    assert texts == {f"test_own-{n}.msgpack": [f"own {n}"] for n in range(8)}
+    assert texts == {name: [f"own {n}"] for n, name in OWN.items()}
 
     # When the suite replays with two workers, the server is not asked again
     replayed = run(pytester, "--cassette-record=none")

@@ -13,13 +13,22 @@ and checks that
 
 - the SDK-level results (text, tool calls, usage, finish and stop reasons, in fact every parsed
   object) are identical in the recording run and in the replay;
-- each event offset stored in the cassette matches the moment the emulator flushed that event,
-  once the request's trip to the emulator is taken out (``check_recorded_offsets``);
-- the recording run itself streamed: the SDK saw the deltas spread over time as they were sent;
+- each event offset stored in the cassette lies between the moment the emulator began to write
+  that event and the moment the recorder handed it to the client (``check_recorded_offsets``);
+- the recording run itself streamed: the SDK saw each delta after the emulator wrote it and no
+  later than this machine's jitter allows (``check_recorded_incrementally``);
 - in virtual replay the SDK sees each delta at its recorded offset (``time.monotonic()`` is the
-  virtual clock there) within 1 ms, and the whole replay takes well under a second of wall time.
+  virtual clock there) within 1 ms.
 
-Wall time is read with ``wall``, bound at import, which the virtual clock does not patch.
+Real time is read with :func:`tests.support.realtime.wall`, on the clock the emulator stamps
+and a recording session reads (checked below). What holds on any machine is checked exactly:
+nothing reaches the client before it was written, stored offsets are bracketed by what the
+emulator and the session saw. Lateness is bounded by how late a plain sleep was during the
+recording (``Recording.baseline``); a recording later than that is made again, up to three in
+all (``record``). The recordings here are short (a fraction of a second), too short for a check
+that a virtual replay did not sleep them: ``test_timing_sdks`` makes that check on recordings
+of several seconds.
+
 Each recording is preceded by an undelayed warm-up exchange (see ``warm_up``) and passes its
 own ``LiveTransport`` (see ``send_times``).
 """
@@ -31,7 +40,6 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from time import perf_counter as wall
 from typing import Any
 
 import anthropic
@@ -51,19 +59,21 @@ from pytest_toolnexus import (
 )
 from pytest_toolnexus._cassette import JsonBody, NdjsonBody, SseBody
 from tests.support.emulator import Emulator, ResponseRecord
+from tests.support.realtime import (
+    LatenessWatch,
+    allowance,
+    paced,
+    sleep_lateness,
+    typical_allowance,
+    wall,
+)
 
 EVENTS = 5
 DELAY = 0.04
 EMITTED_SPREAD = DELAY * (EVENTS - 1)
-# Live recording vs the emulator's flush times. Each event: under DELAY, so a stored time is
-# nearer its own event's flush than any other delta's; the median of a stream: tight. (Single
-# events reach a client thread up to ~30 ms late on a loaded 2-core machine.)
-OFFSET_TOLERANCE = 0.035
-MEDIAN_OFFSET_TOLERANCE = 0.010
-MIN_RECORDED_SPREAD = 0.6  # of the emitted spread, as seen by the SDK while recording
 VIRTUAL_TOLERANCE = 0.001  # SDK-level arrival vs recorded offset, virtual replay
-VIRTUAL_WALL_LIMIT = 0.5  # seconds of wall time for a whole virtual replay
-REAL_LATE_TOLERANCE = 0.06  # how late an event may reach the SDK in a real-time replay
+RECORD_ATTEMPTS = 3
+ROUNDING = 1e-6  # stored offsets keep microseconds
 
 MESSAGES = [{"role": "user", "content": "Say something short."}]
 WEATHER_PARAMETERS = {
@@ -99,13 +109,15 @@ def anyio_backend():
 class Run:
     """What the code under test saw: comparable SDK results, and timings on ``time.monotonic``.
 
-    ``arrivals`` are the seconds from just before the (streaming) call to each content delta
-    reaching the SDK caller; ``durations`` the seconds each call took, in order.
+    ``arrivals`` are the seconds from ``started`` (a ``time.monotonic()`` reading just before
+    the streaming call) to each content delta reaching the SDK caller; ``durations`` the
+    seconds each call took, in order.
     """
 
     result: Any
     arrivals: list[float] = field(default_factory=list)
     durations: list[float] = field(default_factory=list)
+    started: float = 0.0
 
 
 Scenario = Callable[[CassetteSession, str], Run]
@@ -120,19 +132,32 @@ class Recording:
     wall_seconds: float
     sends: list[float]
     """When each recorded request was sent, on the process's monotonic clock."""
+    deliveries: list[list[float]]
+    """When each piece of each answer reached the client, on the same clock."""
+    baseline: float
+    """How late a plain sleep woke at worst, just before and during the recording."""
+    typical: float
+    """How late a plain sleep woke typically (the median) during the recording."""
 
 
-def send_times(session: CassetteSession) -> list[float]:
-    """The monotonic time each request of a recording session was sent.
+class Late(AssertionError):
+    """The recording was later than this machine's jitter allowed: record it again."""
 
-    A recording session runs on the real clock, whose ``now()`` is ``time.perf_counter``:
-    the clock the emulator's ``time.monotonic`` stamps are read on (checked below). The
+
+def send_times(session: CassetteSession) -> tuple[list[float], list[list[float]]]:
+    """The monotonic time each request of a recording session was sent, and each piece of its
+    answer reached the client.
+
+    A recording session runs on the real clock, whose ``now()`` is the real
+    ``time.perf_counter``: the clock the emulator's stamps are read on (checked below). The
     recordings pass their own live transport: a session that builds its default one does so
     after noting the first request's ``sent_at`` (0.1-0.3 s for an ``httpx.Client`` on a busy
     machine), so that ``sent_at`` would precede the real send by that much.
     """
     origin = session.clock.now() - session.elapsed
-    return [origin + sent.sent_at for sent in session.requests]
+    sends = [origin + sent.sent_at for sent in session.requests]
+    deliveries = [[origin + at for at in sent.deliveries] for sent in session.requests]
+    return sends, deliveries
 
 
 # -- the three steps --------------------------------------------------------------------------
@@ -154,19 +179,21 @@ def warm_up(emu: Emulator, tmp_path, exchange) -> None:
     emu.clear()
 
 
-def record(tmp_path, scenario: Scenario, *, prepare=None, **emulator_options) -> Recording:
-    """Step 1 and 2: record ``scenario`` against a live emulator, then stop the emulator."""
-    path = tmp_path / "x.msgpack"
-    assert not path.exists()
+def record_once(path, scenario: Scenario, prepare, emulator_options) -> Recording:
     with Emulator(events=EVENTS, delay=DELAY, **emulator_options) as emu:
-        warm_up(emu, tmp_path, lambda session: scenario(session, emu.base_url))
+        warm_up(emu, path.parent, lambda session: scenario(session, emu.base_url))
         if prepare is not None:
             prepare(emu)
+        before = sleep_lateness([DELAY])
         start = wall()
-        with LiveTransport() as live, use_cassette(path, record="once", live=live) as session:
+        with (
+            LatenessWatch() as watch,
+            LiveTransport() as live,
+            use_cassette(path, record="once", live=live) as session,
+        ):
             assert session.timing == "virtual"
             run = scenario(session, emu.base_url)
-            sends = send_times(session)
+            sends, deliveries = send_times(session)
         seconds = wall() - start
         assert emu.wait_idle()
         responses = emu.responses
@@ -174,7 +201,38 @@ def record(tmp_path, scenario: Scenario, *, prepare=None, **emulator_options) ->
     assert not emu.running
     assert session.written
     assert all(not r.aborted for r in responses)
-    return Recording(path, run, responses, base_url, seconds, sends)
+    baseline = max(before, watch.worst)
+    return Recording(
+        path, run, responses, base_url, seconds, sends, deliveries, baseline, watch.typical
+    )
+
+
+def check_recording(recording: Recording) -> None:
+    check_recorded_offsets(recording)
+    if recording.run.arrivals:
+        check_recorded_incrementally(recording)
+
+
+def record(tmp_path, scenario: Scenario, *, prepare=None, **emulator_options) -> Recording:
+    """Step 1 and 2: record ``scenario`` against a live emulator, then stop the emulator, and
+    check the recording (``check_recorded_offsets``; for a stream, whose run notes arrivals,
+    ``check_recorded_incrementally``).
+
+    Every check but lateness fails at once. A recording later than this machine's jitter
+    allowed (:class:`Late`) is made again, up to ``RECORD_ATTEMPTS`` in all.
+    """
+    reports = []
+    for attempt in range(RECORD_ATTEMPTS):
+        path = tmp_path / f"x{attempt}.msgpack"
+        assert not path.exists()
+        recording = record_once(path, scenario, prepare, emulator_options)
+        try:
+            check_recording(recording)
+        except Late as late:
+            reports.append(f"recording {attempt + 1}: {late}")
+            continue
+        return recording
+    pytest.fail("every recording was late:\n" + "\n".join(reports))
 
 
 @contextlib.contextmanager
@@ -217,21 +275,41 @@ def stored_items(response) -> list:
     raise AssertionError(f"expected a stored stream, found {type(body).__name__}")
 
 
-def check_recorded_offsets(recording: Recording) -> None:
-    """Every stored offset matches the moment the emulator flushed the same event.
+def check_on_one_clock() -> None:
+    """The emulator's stamps (``wall``), the session's real clock (``time.perf_counter``) and
+    the SDK timings of a recording run (``time.monotonic``) are the one kernel clock."""
+    implementations = {
+        time.get_clock_info(name).implementation for name in ("monotonic", "perf_counter")
+    }
+    assert implementations == {"clock_gettime(CLOCK_MONOTONIC)"}, implementations
 
-    A stored offset counts from the moment the client sent the request, the emulator's
-    ``offsets`` from the moment it had read it; the two differ by the request's trip, which on
-    a loaded machine (a fresh connection, a new server thread) alone can exceed 20 ms. So both
-    are put on the one monotonic clock they were read on: send time + stored offset is when the
-    event reached the client, which must be within ``OFFSET_TOLERANCE`` of the emulator's flush.
+
+def check_recorded_offsets(recording: Recording) -> None:
+    """Every stored offset is bracketed by what the emulator and the session saw, and every
+    event reached the client promptly after the emulator wrote it.
+
+    A stored offset counts from the recorder's start, which lies between the session noting the
+    send and the emulator having read the request. The event was in the recorder's hands no
+    earlier than the emulator began to write it, and no later than the session noted it
+    delivered. So, on any machine::
+
+        event.started_at - received_at  <=  offset  <=  delivery - sent_at
+
+    How long after its write the event reached the client is the machine's scheduling: at most
+    :func:`allowance` of the worst sleep lateness during the recording, and in the median at most
+    :func:`typical_allowance` of the median; beyond that the recording is :class:`Late`.
     """
-    same_clock = {time.get_clock_info(n).implementation for n in ("monotonic", "perf_counter")}
-    assert len(same_clock) == 1, same_clock
+    check_on_one_clock()
     cassette = load_cassette(recording.path)
     assert len(cassette.interactions) == len(recording.responses) == len(recording.sends)
-    for interaction, sent, sent_at in zip(
-        cassette.interactions, recording.responses, recording.sends, strict=True
+    allowed = allowance(recording.baseline)
+    typical = typical_allowance(recording.typical)
+    for interaction, sent, sent_at, deliveries in zip(
+        cassette.interactions,
+        recording.responses,
+        recording.sends,
+        recording.deliveries,
+        strict=True,
     ):
         response = interaction.response
         assert response is not None
@@ -247,24 +325,41 @@ def check_recorded_offsets(recording: Recording) -> None:
             assert response.complete
             assert len(sent.events) == 1
             stored = [response.t_end / 1000]
-        # Stored offset minus the emulator's is the request's trip to the emulator, plus how
-        # long the event took to reach the client. The emulator stamps an event once its write
-        # returned, so the client may see it a little before that stamp (the server thread
-        # can be preempted in between): the window is two-sided, and narrower than DELAY.
-        trip = sent.received_at - sent_at
-        lags = []
-        for number, (offset, flushed, event) in enumerate(
-            zip(stored, sent.offsets, sent.events, strict=True)
-        ):
-            lag = offset - trip - flushed  # == sent_at + offset - event.sent_at
-            lags.append(abs(lag))
-            assert abs(lag) <= OFFSET_TOLERANCE, (
-                f"interaction {sent.request_index} event {number} ({event.name}) is stored at "
-                f"{offset * 1000:.1f} ms, flushed at {flushed * 1000:.1f} ms after a trip of "
-                f"{trip * 1000:.1f} ms: it reached the client {lag * 1000:.1f} ms after it left"
+        assert len(deliveries) == len(stored), "one delivery per stored item"
+        where = f"interaction {sent.request_index}"
+        outside = [
+            (number, event.name, round(event.started_at - sent.received_at, 4), offset)
+            for number, (offset, event, delivered) in enumerate(
+                zip(stored, sent.events, deliveries, strict=True)
             )
-        if sent.streamed:
-            assert statistics.median(lags) <= MEDIAN_OFFSET_TOLERANCE, lags
+            if not event.started_at - sent.received_at - ROUNDING
+            <= offset
+            <= delivered - sent_at + ROUNDING
+        ]
+        assert outside == [], (
+            f"{where}: stored offsets before the emulator wrote the event or after the client "
+            f"had it ((number, event, written from, stored), seconds): {outside}"
+        )
+        # From the start of the write to the client: never negative (checked above).
+        lags = [
+            delivered - event.started_at
+            for event, delivered in zip(sent.events, deliveries, strict=True)
+        ]
+        late = [
+            (number, event.name, round(lag * 1000, 1))
+            for number, (event, lag) in enumerate(zip(sent.events, lags, strict=True))
+            if lag > allowed
+        ]
+        if late:
+            raise Late(
+                f"{where}: events reached the client more than {allowed * 1000:.0f} ms after "
+                f"the emulator wrote them ((number, event, ms)): {late}"
+            )
+        if sent.streamed and statistics.median(lags) > typical:
+            raise Late(
+                f"{where}: events reached the client {statistics.median(lags) * 1000:.1f} ms "
+                f"after the emulator wrote them in the median, over {typical * 1000:.1f} ms"
+            )
 
 
 def delta_offsets(recording: Recording, interaction: int = 0) -> list[float]:
@@ -278,18 +373,32 @@ def delta_offsets(recording: Recording, interaction: int = 0) -> list[float]:
 
 
 def check_recorded_incrementally(recording: Recording, interaction: int = 0) -> None:
-    """While recording, the SDK saw the deltas spread out as the emulator sent them."""
-    flushed = recording.responses[interaction].delta_offsets
-    assert len(flushed) == EVENTS
-    emitted = flushed[-1] - flushed[0]
+    """While recording, the SDK saw each delta after the emulator began to write it, and no
+    later than this machine's jitter allows (a buffered stream would hand the first delta over
+    ``EMITTED_SPREAD`` late)."""
+    deltas = [e for e in recording.responses[interaction].events if e.kind == "delta"]
+    assert len(deltas) == EVENTS
+    emitted = deltas[-1].sent_at - deltas[0].sent_at
     assert emitted >= 0.95 * EMITTED_SPREAD
-    arrivals = recording.run.arrivals
-    assert len(arrivals) == EVENTS
-    assert arrivals == sorted(arrivals)
-    assert arrivals[-1] - arrivals[0] >= MIN_RECORDED_SPREAD * emitted, (
-        f"the SDK saw the deltas within {arrivals[-1] - arrivals[0]:.3f} s while recording, "
-        f"the emulator sent them over {emitted:.3f} s"
-    )
+    run = recording.run
+    assert len(run.arrivals) == EVENTS
+    assert run.arrivals == sorted(run.arrivals)
+    seen = [run.started + arrival for arrival in run.arrivals]
+    early = [
+        n for n, (at, delta) in enumerate(zip(seen, deltas, strict=True)) if at < delta.started_at
+    ]
+    assert early == [], f"the SDK saw deltas {early} before the emulator wrote them"
+    allowed = allowance(recording.baseline)
+    late = [
+        (n, round((at - delta.sent_at) * 1000, 1))
+        for n, (at, delta) in enumerate(zip(seen, deltas, strict=True))
+        if at - delta.sent_at > allowed
+    ]
+    if late:
+        raise Late(
+            f"the SDK saw deltas more than {allowed * 1000:.0f} ms after the emulator wrote "
+            f"them while recording ((number, ms)): {late}"
+        )
 
 
 def check_virtual_arrivals(run: Run, expected: list[float]) -> None:
@@ -297,12 +406,9 @@ def check_virtual_arrivals(run: Run, expected: list[float]) -> None:
 
 
 def check_streaming_case(recording: Recording, scenario: Scenario, monkeypatch) -> Run:
-    check_recorded_offsets(recording)
-    check_recorded_incrementally(recording)
-    run, session, seconds = replay(recording, scenario, monkeypatch)
+    run, session, _ = replay(recording, scenario, monkeypatch)
     assert run.result == recording.run.result
     check_virtual_arrivals(run, delta_offsets(recording))
-    assert seconds < VIRTUAL_WALL_LIMIT
     (sent,) = session.requests
     assert len(sent.deliveries) == len(recording.responses[0].events)
     return run
@@ -310,15 +416,13 @@ def check_streaming_case(recording: Recording, scenario: Scenario, monkeypatch) 
 
 def check_fixed_case(recording: Recording, scenario: Scenario, monkeypatch) -> Run:
     """A non-streaming case: each call takes, on the virtual clock, its recorded time."""
-    check_recorded_offsets(recording)
     held_back = DELAY * (EVENTS - 1)
     for duration in recording.run.durations:
         assert duration >= held_back - 0.005  # the emulator held the body back that long
-    run, _, seconds = replay(recording, scenario, monkeypatch)
+    run, _, _ = replay(recording, scenario, monkeypatch)
     assert run.result == recording.run.result
     ends = [i.response.t_end / 1000 for i in load_cassette(recording.path).interactions]
     assert run.durations == pytest.approx(ends, abs=VIRTUAL_TOLERANCE)
-    assert seconds < VIRTUAL_WALL_LIMIT
     return run
 
 
@@ -400,7 +504,7 @@ def openai_chat_stream(session, base_url):
                 text.append(choice.delta.content)
             finish = choice.finish_reason or finish
     result = {"text": "".join(text), "finish_reason": finish, "usage": usage, "chunks": chunks}
-    return Run(result, arrivals)
+    return Run(result, arrivals, started=start)
 
 
 def test_openai_chat_streaming_text_with_usage(tmp_path, monkeypatch):
@@ -418,16 +522,16 @@ def test_openai_chat_streaming_text_with_usage(tmp_path, monkeypatch):
 def test_openai_chat_streaming_replayed_in_real_time(tmp_path, monkeypatch):
     recording = record(tmp_path, openai_chat_stream)
     expected = delta_offsets(recording)
-    run, session, seconds = replay(recording, openai_chat_stream, monkeypatch, timing="real")
+
+    # Never before its recorded offset (the replay really waits), and no later than this
+    # machine's sleeps are late (each delta is released on its own, not with the rest).
+    def run():
+        run, session, seconds = replay(recording, openai_chat_stream, monkeypatch, timing="real")
+        return run.arrivals, (run, session, seconds)
+
+    run, session, seconds = paced(run, expected, gaps=[DELAY], what="delta")
     assert session.timing == "real"
     assert run.result == recording.run.result
-    assert len(run.arrivals) == len(expected)
-    for number, (arrived, due) in enumerate(zip(run.arrivals, expected, strict=True)):
-        # Never before its recorded offset (the replay really waits), and not much after it
-        # (each delta is released on its own, not with the rest of the stream).
-        assert due - 0.001 <= arrived <= due + REAL_LATE_TOLERANCE, (
-            f"delta {number} reached the SDK at {arrived:.4f} s, recorded at {due:.4f} s"
-        )
     assert seconds >= expected[-1]
 
 
@@ -462,7 +566,7 @@ def openai_chat_tool_stream(session, base_url):
         "finish_reason": finish,
         "chunks": chunks,
     }
-    return Run(result, arrivals)
+    return Run(result, arrivals, started=start)
 
 
 def test_openai_chat_streaming_tool_call(tmp_path, monkeypatch):
@@ -504,7 +608,7 @@ def openai_responses_stream(session, base_url):
         "event_types": [e["type"] for e in events],
         "events": events,
     }
-    return Run(result, arrivals)
+    return Run(result, arrivals, started=start)
 
 
 def test_openai_responses_streaming(tmp_path, monkeypatch):
@@ -542,7 +646,7 @@ def anthropic_stream(session, base_url):
         "usage": final.usage.model_dump(),
         "events": events,
     }
-    return Run(result, arrivals)
+    return Run(result, arrivals, started=start)
 
 
 def test_anthropic_messages_streaming_text(tmp_path, monkeypatch):
@@ -635,7 +739,7 @@ def ollama_stream(session, base_url):
         "prompt_eval_count": last["prompt_eval_count"],
         "parts": parts,
     }
-    return Run(result, arrivals)
+    return Run(result, arrivals, started=start)
 
 
 def test_ollama_chat_ndjson_streaming(tmp_path, monkeypatch):
@@ -736,13 +840,11 @@ def test_429_with_retry_after_then_success(tmp_path, monkeypatch):
     # Live, the SDK really waited the second it was told to.
     assert recording.run.durations[0] >= 1.0 + DELAY * (EVENTS - 1)
     assert recording.wall_seconds >= 1.0
-    check_recorded_offsets(recording)
     cassette = load_cassette(recording.path)
     assert [i.response.status for i in cassette.interactions] == [429, 200]
     assert cassette.interactions[0].response.headers.get("retry-after") == "1"
 
-    run, session, seconds = replay(recording, openai_retried, monkeypatch)
-    assert seconds < 0.2
+    run, session, _ = replay(recording, openai_retried, monkeypatch)
     assert run.result == result
     assert_attempts(session, 2)
     assert_waits(session, [1.0], tolerance=0.01)
@@ -763,10 +865,8 @@ def test_two_429s_then_success_waits_before_each_retry(tmp_path, monkeypatch):
     assert recording.run.result["retries_taken"] == 2
     assert [r.status for r in recording.responses] == [429, 429, 200]
     assert recording.run.durations[0] >= 2 * 0.5 + DELAY * (EVENTS - 1)
-    check_recorded_offsets(recording)
 
-    run, session, seconds = replay(recording, openai_retried, monkeypatch)
-    assert seconds < 0.2
+    run, session, _ = replay(recording, openai_retried, monkeypatch)
     assert run.result == recording.run.result
     assert_attempts(session, 3)
     assert [sleep.duration for sleep in session.sleeps] == [0.5, 0.5]
@@ -810,44 +910,59 @@ async def async_openai_chat_stream(session, base_url):
                 text.append(choice.delta.content)
             finish = choice.finish_reason or finish
     result = {"text": "".join(text), "finish_reason": finish, "usage": usage, "chunks": chunks}
-    return Run(result, arrivals)
+    return Run(result, arrivals, started=start)
 
 
-@pytest.mark.anyio
-async def test_async_openai_chat_streaming(tmp_path, monkeypatch):
-    path = tmp_path / "x.msgpack"
+async def record_async_once(path) -> Recording:
+    """:func:`record_once` for ``async_openai_chat_stream``, through an async session."""
     with Emulator(events=EVENTS, delay=DELAY) as emu:
         emu.configure(delay=0)  # warm up, as ``warm_up`` does for the sync cases
-        async with CassetteSession(tmp_path / "warm-up.msgpack", record="all") as session:
+        async with CassetteSession(path.parent / "warm-up.msgpack", record="all") as session:
             await async_openai_chat_stream(session, emu.base_url)
         assert emu.wait_idle()
         emu.configure(delay=DELAY)
         emu.clear()
+        before = sleep_lateness([DELAY])
         start = wall()
-        async with (
-            AsyncLiveTransport() as live,
-            CassetteSession(path, record="once", async_live=live) as session,
-        ):
-            recorded = await async_openai_chat_stream(session, emu.base_url)
-            sends = send_times(session)
-        record_seconds = wall() - start
+        with LatenessWatch() as watch:
+            async with (
+                AsyncLiveTransport() as live,
+                CassetteSession(path, record="once", async_live=live) as session,
+            ):
+                run = await async_openai_chat_stream(session, emu.base_url)
+                sends, deliveries = send_times(session)
+        seconds = wall() - start
         assert emu.wait_idle()
         responses = emu.responses
         base_url = emu.base_url
-    recording = Recording(path, recorded, responses, base_url, record_seconds, sends)
     assert session.written
+    baseline = max(before, watch.worst)
+    return Recording(
+        path, run, responses, base_url, seconds, sends, deliveries, baseline, watch.typical
+    )
+
+
+@pytest.mark.anyio
+async def test_async_openai_chat_streaming(tmp_path, monkeypatch):
+    reports = []
+    for attempt in range(RECORD_ATTEMPTS):
+        recording = await record_async_once(tmp_path / f"x{attempt}.msgpack")
+        try:
+            check_recording(recording)
+        except Late as late:
+            reports.append(f"recording {attempt + 1}: {late}")
+            continue
+        break
+    else:
+        pytest.fail("every recording was late:\n" + "\n".join(reports))
+    recorded = recording.run
     assert recorded.result["finish_reason"] == "stop"
     assert recorded.result["usage"]["completion_tokens"] == EVENTS
-    check_recorded_offsets(recording)
-    check_recorded_incrementally(recording)
 
     with no_network(monkeypatch):
-        start = wall()
-        async with CassetteSession(path, record="none", on_unused="error") as session:
-            replayed = await async_openai_chat_stream(session, base_url)
-        seconds = wall() - start
+        async with CassetteSession(recording.path, record="none", on_unused="error") as session:
+            replayed = await async_openai_chat_stream(session, recording.base_url)
     assert replayed.result == recorded.result
     check_virtual_arrivals(replayed, delta_offsets(recording))
-    assert seconds < VIRTUAL_WALL_LIMIT
     (sent,) = session.requests
     assert sent.replayed

@@ -37,6 +37,7 @@ from pytest_toolnexus._replay import play
 from pytest_toolnexus._seam import AsyncByteStream, ByteStream, TransportRequest
 from pytest_toolnexus._session import AsyncReplayTransport, CassetteSession, ReplayTransport
 from pytest_toolnexus._streams import SseEvent, SseParser, encode_sse_event
+from tests.support.realtime import apaced, assert_did_not_sleep, paced, wall
 from tests.support.servers import Drip, LoopbackServer
 
 URL = "http://127.0.0.1:9/v1/chat/completions"
@@ -109,9 +110,10 @@ async def acollect(stream, into):
 
 
 def pieces_with_times(stream, start):
+    """Each piece with the real seconds from ``start`` (a :func:`wall` reading) it arrived."""
     pieces = []
     for piece in stream:
-        pieces.append((time.perf_counter() - start, piece))
+        pieces.append((wall() - start, piece))
     return pieces
 
 
@@ -242,31 +244,41 @@ def test_a_json_body_asked_for_without_stream_is_the_parsed_value(tmp_path):
 
 @pytest.mark.parametrize("speed", [1.0, 2.0])
 def test_with_a_real_clock_each_piece_arrives_at_its_recorded_offset(sse_cassette, speed):
-    transport = ReplayTransport(sse_cassette, clock=RealClock(speed))
+    # Never early, in order, and no later than this machine's sleeps are late right now.
+    def run():
+        transport = ReplayTransport(sse_cassette, clock=RealClock(speed))
+        start = wall()
+        pieces = pieces_with_times(transport(request()).body, start)
+        return [at for at, _ in pieces], [piece for _, piece in pieces]
 
-    start = time.perf_counter()
-    pieces = pieces_with_times(transport(request()).body, start)
+    expected = [t / 1000 / speed for t in OFFSETS_MS]
+    pieces = paced(run, expected, gaps=[0.08 / speed])
 
-    arrivals = [at for at, _ in pieces]
-    for arrived, recorded in zip(arrivals, OFFSETS_MS, strict=True):
-        assert arrived == pytest.approx(recorded / 1000 / speed, abs=0.025)
-    spread = arrivals[-1] - arrivals[0]
-    assert spread == pytest.approx(0.24 / speed, abs=0.025)
+    assert pieces == [encode_sse_event(event) for event in EVENTS]
 
 
 def test_the_clock_waits_when_the_client_pulls_not_when_the_request_is_sent(sse_cassette):
-    transport = ReplayTransport(sse_cassette, clock=RealClock())
+    busy = 0.2  # the client is busy while the first three events (0, 80, 160 ms) fall due
 
-    start = time.perf_counter()
-    stream = transport(request()).body
-    returned = time.perf_counter() - start
-    time.sleep(0.2)
-    pieces = pieces_with_times(stream, start)
+    def run():
+        transport = ReplayTransport(sse_cassette, clock=RealClock())
+        start = wall()
+        stream = transport(request()).body
+        returned = wall() - start
+        time.sleep(busy)
+        pulled = wall() - start
+        pieces = pieces_with_times(stream, start)
+        return [returned, *(at for at, _ in pieces)], pulled
 
-    assert returned < 0.06  # the last event is 240 ms away: nothing waited for it
-    # Events whose time had passed while the client was busy come at once; later ones wait.
-    assert [at for at, _ in pieces[:3]] == pytest.approx([0.2, 0.2, 0.2], abs=0.025)
-    assert pieces[3][0] == pytest.approx(0.24, abs=0.025)
+    # The call returns with the headers (recorded at 0 ms), not after the last event
+    # (240 ms). Events whose time passed while the client was busy come as soon as it pulls;
+    # later ones wait for their offsets.
+    def expected(pulled):
+        return [0.0, *(max(t / 1000, pulled) for t in OFFSETS_MS)]
+
+    pulled = paced(run, expected, gaps=[0.08, busy])
+
+    assert pulled >= busy
 
 
 SLOW_MS = [0.0, 1000.0, 2500.0, 5000.0]
@@ -281,21 +293,21 @@ def slow_cassette(tmp_path):
 def test_an_instant_clock_delivers_at_once(slow_cassette):
     transport = ReplayTransport(slow_cassette, clock=InstantClock())
 
-    start = time.perf_counter()
+    start = wall()
     pieces = pieces_with_times(transport(request()).body, start)
 
     assert len(pieces) == 4
-    assert pieces[-1][0] < 0.5
+    assert_did_not_sleep(pieces[-1][0], SLOW_MS[-1] / 1000, what="an instant replay")
 
 
 def test_the_default_clock_reads_recorded_offsets_without_waiting(slow_cassette):
     transport = ReplayTransport(slow_cassette)
 
-    start = time.perf_counter()
+    start = wall()
     list(transport(request()).body)
-    took = time.perf_counter() - start
+    took = wall() - start
 
-    assert took < 0.5
+    assert_did_not_sleep(took, SLOW_MS[-1] / 1000, what="a replay on the default clock")
     deliveries = transport.session.requests[0].deliveries
     assert deliveries == pytest.approx([t / 1000 for t in SLOW_MS], abs=1e-6)
 
@@ -306,15 +318,17 @@ def test_headers_arrive_at_their_recorded_time(tmp_path):
         response.status, response.headers, response.body, t_headers=120.0, t_end=180.0
     )
     path = save(tmp_path, Interaction(recorded_request(), slow_headers))
-    transport = ReplayTransport(path, clock=RealClock())
 
-    start = time.perf_counter()
-    stream = transport(request()).body
-    headers_at = time.perf_counter() - start
-    first_at = pieces_with_times(stream, start)[0][0]
+    def run():
+        transport = ReplayTransport(path, clock=RealClock())
+        start = wall()
+        stream = transport(request()).body
+        headers_at = wall() - start
+        pieces = pieces_with_times(stream, start)
+        return [headers_at, *(at for at, _ in pieces)], len(pieces)
 
-    assert headers_at == pytest.approx(0.12, abs=0.025)
-    assert first_at == pytest.approx(0.15, abs=0.025)
+    expected = [0.12, 0.15, 0.16, 0.17, 0.18]  # the headers, then each event
+    assert paced(run, expected, gaps=[0.12, 0.03]) == 4
 
 
 # -- recorded errors --------------------------------------------------------------------------
@@ -363,14 +377,16 @@ def test_a_recorded_cut_is_raised_after_the_recorded_events(error_cassette):
 
 
 def test_a_recorded_error_comes_at_its_recorded_time(error_cassette):
-    transport = ReplayTransport(error_cassette, clock=RealClock())
+    def run():
+        transport = ReplayTransport(error_cassette, clock=RealClock())
+        start = wall()
+        arrivals = []
+        stream = transport(request({"n": "cut"})).body
+        with pytest.raises(RemoteProtocolError):
+            collect((wall() - start for _ in stream), arrivals)
+        return [*arrivals, wall() - start], None
 
-    start = time.perf_counter()
-    stream = transport(request({"n": "cut"})).body
-    with pytest.raises(RemoteProtocolError):
-        pieces_with_times(stream, start)
-
-    assert time.perf_counter() - start == pytest.approx(0.2, abs=0.025)
+    paced(run, [0.0, 0.08, 0.2], gaps=[0.08, 0.12], what="piece or error")
 
 
 @pytest.mark.parametrize("lib", [httpx, httpx2], ids=["httpx", "httpx2"])
@@ -483,19 +499,21 @@ def test_play_on_its_own_needs_no_session(sse_cassette):
 
 @pytest.mark.anyio
 async def test_async_replay_delivers_each_event_at_its_offset(sse_cassette):
-    transport = AsyncReplayTransport(sse_cassette, clock=RealClock())
+    async def run():
+        transport = AsyncReplayTransport(sse_cassette, clock=RealClock())
+        start = wall()
+        response = await transport(request())
+        assert isinstance(response.body, AsyncByteStream)
+        pieces = []
+        async for piece in response.body:
+            pieces.append((wall() - start, piece))
+        await transport.aclose()
+        return [at for at, _ in pieces], [piece for _, piece in pieces]
 
-    start = time.perf_counter()
-    response = await transport(request())
-    assert isinstance(response.body, AsyncByteStream)
-    pieces = []
-    async for piece in response.body:
-        pieces.append((time.perf_counter() - start, piece))
-    await transport.aclose()
+    expected = [t / 1000 for t in OFFSETS_MS]
+    pieces = await apaced(run, expected, gaps=[0.08])
 
-    assert [piece for _, piece in pieces] == [encode_sse_event(event) for event in EVENTS]
-    for (arrived, _), recorded in zip(pieces, OFFSETS_MS, strict=True):
-        assert arrived == pytest.approx(recorded / 1000, abs=0.025)
+    assert pieces == [encode_sse_event(event) for event in EVENTS]
 
 
 @pytest.mark.anyio

@@ -5,7 +5,6 @@ have their own files.
 """
 
 import threading
-import time
 
 import anyio
 import httpx
@@ -26,6 +25,7 @@ from pytest_toolnexus import (
     check_response,
 )
 from pytest_toolnexus._bodies import decode_body, encode_json, is_json_type, wants_stream
+from tests.support.realtime import paced, wall
 
 URL = "http://test/v1/chat/completions"
 HTML_502 = (
@@ -276,15 +276,25 @@ def test_cancel_tokens_run_callbacks_once_and_late_callbacks_at_once():
 
 
 def test_a_cancel_from_another_thread_wakes_a_waiter_promptly():
-    token = CancelToken()
-    timer = threading.Timer(0.05, token.cancel)
-    started = time.monotonic()
-    timer.start()
+    # Woken by the cancel (wait returns True), as soon as it came: no later than this machine's
+    # sleeps are late right now, well before the 5 s timeout.
+    def run():
+        token = CancelToken()
+        cancelled = []
 
-    assert token.wait(timeout=5)
-    assert time.monotonic() - started < 1
+        def cancel():
+            cancelled.append(wall())
+            token.cancel()
+
+        timer = threading.Timer(0.05, cancel)
+        timer.start()
+        woken = token.wait(timeout=5)
+        woke_at = wall()
+        timer.join()
+        return [woke_at - cancelled[0]], woken
+
+    assert paced(run, [0.0], gaps=[0.05], what="wake-up") is True
     assert not CancelToken().wait(timeout=0.01)
-    timer.join()
 
 
 # Byte streams pull; they never read ahead.

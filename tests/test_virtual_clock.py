@@ -5,7 +5,9 @@ on real time, and the sleep watch used by the real and instant modes.
 
 import asyncio
 import datetime
+import queue
 import sys
+import threading
 import time
 import types
 
@@ -14,9 +16,9 @@ import pytest
 import trio
 
 from pytest_toolnexus import Cassette, Sleep, VirtualClock, use_cassette
-from pytest_toolnexus._virtual import install, observe_sleeps
+from pytest_toolnexus._timepatch import install, observe_sleeps
 
-# The real functions, captured before any clock is installed. Kept in a dict (not as module
+# The real objects, captured before any clock is installed. Kept in a dict (not as module
 # globals) so that no module scan can ever swap them for virtual ones.
 REAL = {
     "perf_counter": time.perf_counter,
@@ -25,35 +27,49 @@ REAL = {
     "sleep": time.sleep,
     "datetime": datetime.datetime,
     "date": datetime.date,
+    "struct_time": time.struct_time,
 }
 EPOCH = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 UTC = datetime.UTC
 ORIGINAL_ANYIO_SLEEP = anyio.sleep
+# The oracle for real time: the kernel's monotonic clock, read through a function the virtual
+# clock does not touch (it rebinds time.monotonic and time.perf_counter, not clock_gettime).
+REAL_CLOCK_ID = time.CLOCK_MONOTONIC
 
 
 def wall():
     """Real seconds, whatever clock is installed."""
-    return REAL["perf_counter"]()
+    return time.clock_gettime(REAL_CLOCK_ID)
+
+
+# Swapped by name while a clock is installed: the sleeps.
+SLEEP_POINTS = [
+    ("time", "sleep"),
+    ("asyncio", "sleep"),
+    ("asyncio.tasks", "sleep"),
+    ("anyio", "sleep"),
+    ("trio", "sleep"),
+]
+# Never replaced: these objects keep their identity, and only what they return changes.
+KEPT_POINTS = [
+    ("time", "time"),
+    ("time", "time_ns"),
+    ("time", "monotonic"),
+    ("time", "monotonic_ns"),
+    ("time", "perf_counter"),
+    ("time", "perf_counter_ns"),
+    ("time", "struct_time"),
+    ("datetime", "datetime"),
+    ("datetime", "date"),
+]
 
 
 def patch_points():
-    """Every (owner, attribute) pair a virtual clock replaces, with its current value."""
-    owners = [
-        (time, "time"),
-        (time, "time_ns"),
-        (time, "monotonic"),
-        (time, "monotonic_ns"),
-        (time, "perf_counter"),
-        (time, "perf_counter_ns"),
-        (time, "sleep"),
-        (datetime, "datetime"),
-        (datetime, "date"),
-        (asyncio, "sleep"),
-        (sys.modules["asyncio.tasks"], "sleep"),
-        (anyio, "sleep"),
-        (trio, "sleep"),
-    ]
-    return {(owner.__name__, name): getattr(owner, name) for owner, name in owners}
+    """Every (module, attribute) pair above, with its current value."""
+    return {
+        (module, name): getattr(sys.modules[module], name)
+        for module, name in SLEEP_POINTS + KEPT_POINTS
+    }
 
 
 def loop_time_module():
@@ -81,16 +97,20 @@ def empty_cassette(tmp_path):
 # -- install and uninstall ----------------------------------------------------------------------
 
 
-def test_install_patches_every_entry_point_and_uninstall_restores_each_exactly():
+def test_install_swaps_only_the_sleeps_and_uninstall_restores_each_exactly():
     before = patch_points()
     loop_time = loop_time_module()
     assert before[("time", "sleep")] is REAL["sleep"]
 
-    uninstall = install(VirtualClock())
+    uninstall = install(VirtualClock(epoch=EPOCH))
     try:
         during = patch_points()
-        unchanged = [key for key in before if during[key] is before[key]]
-        assert unchanged == []
+        swapped = {key for key in before if during[key] is not before[key]}
+        assert swapped == set(SLEEP_POINTS)
+        # The clocks and classes are the same objects, reading virtual time.
+        assert time.monotonic is REAL["monotonic"]
+        assert datetime.datetime is REAL["datetime"]
+        assert time.time() == EPOCH
         assert loop_time_module() is not loop_time
     finally:
         uninstall()
@@ -100,6 +120,8 @@ def test_install_patches_every_entry_point_and_uninstall_restores_each_exactly()
         key for key in before if after[key] is not before[key]
     }
     assert loop_time_module() is loop_time
+    assert abs(time.monotonic() - wall()) < 0.5
+    assert abs(time.time() - EPOCH) > 1e7
     uninstall()  # a second call is harmless
     assert patch_points() == before
 
@@ -215,67 +237,159 @@ def test_datetime_follows_the_virtual_wall_clock(clock):
     assert datetime.date.today() - REAL["date"].fromtimestamp(EPOCH) == datetime.timedelta(1)
 
 
-def test_isinstance_checks_hold_both_ways_while_installed(clock):
+def test_no_class_is_replaced_so_identity_and_isinstance_hold(clock):
     real_datetime, real_date = REAL["datetime"], REAL["date"]
+    assert datetime.datetime is real_datetime
+    assert datetime.date is real_date
+    assert time.struct_time is REAL["struct_time"]
     made_before = real_datetime(2020, 1, 2, 3, 4, 5)
     assert isinstance(made_before, datetime.datetime)
-    assert isinstance(made_before, datetime.date)
-    assert isinstance(real_date(2020, 1, 2), datetime.date)
     assert not isinstance(real_date(2020, 1, 2), datetime.datetime)
-    assert issubclass(real_datetime, datetime.datetime)
 
     now = datetime.datetime.now()
-    assert isinstance(now, real_datetime)
+    assert type(now) is real_datetime
+    assert type(datetime.date.today()) is real_date
+    assert type(time.gmtime()) is REAL["struct_time"]
     assert now - made_before > datetime.timedelta(days=1000)
-    assert datetime.datetime(2024, 5, 6) == real_datetime(2024, 5, 6)
-    assert datetime.datetime.__name__ == "datetime"
 
 
-# -- module scans: the documented limit ---------------------------------------------------------
+def test_the_struct_time_readers_follow_the_virtual_wall_clock(clock):
+    assert time.gmtime()[:6] == (2023, 11, 14, 22, 13, 20)
+    assert time.strftime("%Y-%m-%d") == datetime.date.today().isoformat()
+    time.sleep(3_600)
+    assert time.gmtime().tm_hour == 23
 
 
-def make_module(name, source):
+def test_a_pydantic_datetime_field_behind_a_forward_reference_validates(clock):
+    pydantic = pytest.importorskip("pydantic")
+
+    class Event(pydantic.BaseModel):
+        payload: "Payload"
+
+    class Payload(pydantic.BaseModel):
+        at: datetime.datetime
+        day: datetime.date
+
+    Event.model_rebuild()
+    event = Event.model_validate({"payload": {"at": "2024-05-06T07:08:09Z", "day": "2024-05-06"}})
+    assert event.payload.at == real_datetime_utc(2024, 5, 6, 7, 8, 9)
+    assert type(event.payload.day) is REAL["date"]
+
+
+def real_datetime_utc(*parts):
+    return REAL["datetime"](*parts, tzinfo=UTC)
+
+
+# -- names bound elsewhere ----------------------------------------------------------------------
+
+
+def make_module(name, source, register):
     module = types.ModuleType(name)
     exec(source, module.__dict__)
+    if register:
+        sys.modules[name] = module
     return module
 
 
 FROM_IMPORTS = (
     "import time\n"
-    "from time import monotonic, perf_counter, sleep\n"
+    "from time import monotonic, perf_counter, perf_counter_ns, sleep, time as unix\n"
     "from datetime import datetime\n"
-    "def via_module():\n"
-    "    return time.monotonic()\n"
+    "READ_LATER = {'clock': monotonic}\n"
+    "def via_default(clock=perf_counter):\n"
+    "    return clock()\n"
 )
 
 
-def test_from_imports_are_patched_only_in_the_modules_passed():
-    scanned = make_module("scanned_lib", FROM_IMPORTS)
-    other = make_module("other_lib", FROM_IMPORTS)
-    clock = VirtualClock(epoch=EPOCH)
-    uninstall = install(clock, [scanned])
-    try:
-        scanned.sleep(10)
-        assert clock.elapsed == 10.0
-        assert scanned.monotonic() == clock.now()
-        assert scanned.perf_counter() == clock.now()
-        assert scanned.datetime.now(UTC).timestamp() == EPOCH + 10
+@pytest.fixture
+def loaded_module():
+    """A module imported before the clock started, with ``from time import ...`` names."""
+    module = make_module("toolnexus_loaded_lib", FROM_IMPORTS, register=True)
+    yield module
+    del sys.modules["toolnexus_loaded_lib"]
 
-        # The limit: a module not passed keeps the functions it captured at import ...
-        assert other.monotonic is REAL["monotonic"]
-        assert other.sleep is REAL["sleep"]
-        assert other.datetime is REAL["datetime"]
-        assert abs(other.perf_counter() - wall()) < 1.0
-        assert other.datetime.now(UTC).timestamp() > EPOCH + 1e7
-        # ... but a call through the module attribute (``time.monotonic()``) is virtual.
-        assert other.via_module() == clock.now()
+
+def test_names_bound_anywhere_before_the_clock_started_read_virtual_time(loaded_module):
+    clock = VirtualClock(epoch=EPOCH)
+    uninstall = install(clock)
+    try:
+        loaded_module.sleep(10)
+        assert clock.elapsed == 10.0
+        assert loaded_module.monotonic() == clock.now()
+        assert loaded_module.perf_counter() == clock.now()
+        assert loaded_module.perf_counter_ns() == int(clock.now() * 1e9)
+        assert loaded_module.unix() == EPOCH + 10
+        assert loaded_module.datetime.now(UTC).timestamp() == EPOCH + 10
+        # Not only module globals: a default argument and a dict entry too.
+        assert loaded_module.via_default() == clock.now()
+        assert loaded_module.READ_LATER["clock"]() == clock.now()
+        assert loaded_module.monotonic is REAL["monotonic"]
     finally:
         uninstall()
 
-    assert scanned.monotonic is REAL["monotonic"]
-    assert scanned.sleep is REAL["sleep"]
-    assert scanned.datetime is REAL["datetime"]
-    assert scanned.perf_counter is REAL["perf_counter"]
+    assert loaded_module.sleep is REAL["sleep"]
+    assert abs(loaded_module.monotonic() - wall()) < 0.5
+    assert abs(loaded_module.unix() - EPOCH) > 1e7
+
+
+def test_a_sleep_bound_in_a_module_python_never_loaded_is_patched_when_passed():
+    # The one limit left: sleeps are swapped by name, so a module outside sys.modules (made by
+    # exec, say) is reached only when it is passed in. Its clocks are virtual either way.
+    passed = make_module("passed_lib", FROM_IMPORTS, register=False)
+    other = make_module("other_lib", FROM_IMPORTS, register=False)
+    clock = VirtualClock(epoch=EPOCH)
+    uninstall = install(clock, [passed])
+    try:
+        passed.sleep(2)
+        assert clock.elapsed == 2.0
+        assert other.sleep is REAL["sleep"]
+        assert other.monotonic() == clock.now()
+    finally:
+        uninstall()
+    assert passed.sleep is REAL["sleep"]
+
+
+def test_a_module_imported_after_one_install_is_found_by_the_next(loaded_module):
+    install(VirtualClock())()  # scans and remembers what is loaded now
+    late = make_module("toolnexus_late_lib", "from time import sleep\n", register=True)
+    try:
+        clock = VirtualClock()
+        uninstall = install(clock)
+        try:
+            late.sleep(4)
+            loaded_module.sleep(1)
+        finally:
+            uninstall()
+        assert clock.elapsed == 5.0
+        assert late.sleep is REAL["sleep"]
+    finally:
+        del sys.modules["toolnexus_late_lib"]
+
+
+# -- what keeps real time -----------------------------------------------------------------------
+
+
+def test_queue_and_threading_timeouts_keep_real_time(clock):
+    started = wall()
+    with pytest.raises(queue.Empty):
+        queue.Queue().get(timeout=0.05)
+    assert wall() - started >= 0.045
+
+    condition = threading.Condition()
+    started = wall()
+    with condition:
+        assert condition.wait_for(lambda: False, timeout=0.05) is False
+    assert wall() - started >= 0.045
+    assert clock.elapsed == 0.0
+
+
+def test_pytests_own_timing_keeps_real_time(clock):
+    from _pytest import timing
+
+    before = timing.Instant()
+    time.sleep(60)
+    assert before.elapsed().seconds < 5.0
+    assert clock.elapsed == 60.0
 
 
 # -- async sleeps -------------------------------------------------------------------------------
@@ -369,7 +483,7 @@ async def test_the_event_loop_keeps_real_time(clock):
     loop = asyncio.get_running_loop()
     time.sleep(100)
     assert time.monotonic() - loop.time() == pytest.approx(100, abs=1.0)
-    assert abs(loop.time() - REAL["monotonic"]()) < 0.5
+    assert abs(loop.time() - wall()) < 0.5
 
     fired = loop.create_future()
     started = wall()
@@ -438,3 +552,38 @@ async def test_observe_sleeps_notes_anyio_sleeps(anyio_backend):
     assert took >= 0.019
     assert [(s.kind, s.duration) for s in log] == [("anyio.sleep", 0.02)]
     assert anyio.sleep is ORIGINAL_ANYIO_SLEEP
+
+
+# -- a user's own time-machine travel ------------------------------------------------------------
+
+
+def test_a_travel_started_before_the_clock_is_nested_under_and_survives_it():
+    time_machine = pytest.importorskip("time_machine")
+    with time_machine.travel(datetime.datetime(2001, 2, 3, tzinfo=UTC), tick=False):
+        uninstall = install(VirtualClock(epoch=EPOCH))
+        try:
+            assert time.time() == EPOCH
+            time.sleep(1)
+            assert time.time() == EPOCH + 1
+        finally:
+            uninstall()
+        assert datetime.datetime.now(UTC) == datetime.datetime(2001, 2, 3, tzinfo=UTC)
+    assert abs(time.time() - EPOCH) > 1e7
+
+
+def test_a_travel_left_running_inside_the_clock_does_not_keep_the_clock_alive():
+    time_machine = pytest.importorskip("time_machine")
+    clock = VirtualClock(epoch=EPOCH)
+    uninstall = install(clock)
+    leaked = time_machine.travel(datetime.datetime(2001, 2, 3, tzinfo=UTC), tick=False)
+    leaked.start()
+    try:
+        uninstall()
+        # The leaked travel still rules the wall clock; ours is gone from under it.
+        assert datetime.datetime.now(UTC) == datetime.datetime(2001, 2, 3, tzinfo=UTC)
+        assert abs(time.monotonic() - wall()) < 0.5
+        install(VirtualClock())()  # and a new clock can be installed
+    finally:
+        leaked.stop()
+    assert not time_machine.escape_hatch.is_travelling()
+    assert abs(time.time() - EPOCH) > 1e7

@@ -56,7 +56,7 @@ def post(server):
 
 
 def pytest_sessionfinish(session):
-    print("HITS", HITS)
+    print("HITS", sorted(HITS))  # sorted: which plugin's test runs first is not the point
 """
 
 BOTH = """
@@ -98,7 +98,7 @@ def test_both_plugins_record_then_replay_in_one_run(project):
     replayed = project.runpytest_subprocess("--vcr-record=none", "-s", "-p", "no:cacheprovider")
 
     recorded.assert_outcomes(passed=2)
-    assert "HITS ['vcr', 'toolnexus']" in recorded.stdout.str()
+    assert "HITS ['toolnexus', 'vcr']" in recorded.stdout.str()
     replayed.assert_outcomes(passed=2)
     assert "HITS []" in replayed.stdout.str()
     replayed.stdout.fnmatch_lines(["cassettes: 1 used, 1 replayed, 0 recorded*"])

@@ -15,15 +15,18 @@ Everything in a reply is a pure function of the request (conversation and tools)
 the emulator configuration: ids are hashes of the request, ``created`` timestamps are
 fixed, reply text is taken from :data:`WORDS`, and no ``Date`` header is sent.
 
-Timing model.  ``received_at`` is the monotonic time at which the request (headers and
-body) had been read completely.  A streamed reply sends its headers at once, waits
+Timing model.  Times are real: :func:`tests.support.realtime.wall` readings (the kernel's
+monotonic clock, which ``time.monotonic`` reads when no virtual clock is installed), so a
+virtual clock installed while the emulator serves does not reach them.  ``received_at`` is
+when the request (headers and body) had been read completely.  A streamed reply sends its
+headers at once, waits
 ``first_event_delay``, then writes its events one by one, each as its own HTTP chunk
 (flushed, Nagle disabled).  Framing events (``message_start``, role chunks, ...) are
 written back to back with their neighbours; before every content *delta* but the
 first the server waits ``delay`` seconds.  A non-streamed reply is held back for the
 same total (``first_event_delay + delay * (events - 1)``) and then sent in one write
-with a ``Content-Length``.  Each written event is logged with the monotonic time at
-which the write returned, see :class:`ResponseRecord`.
+with a ``Content-Length``.  Each written event is logged with the time just before its
+write began and the time at which it returned, see :class:`ResponseRecord`.
 """
 
 from __future__ import annotations
@@ -40,12 +43,13 @@ import socket
 import socketserver
 import sys
 import threading
-import time
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, cast
 from urllib.parse import parse_qsl, urlsplit
+
+from tests.support.realtime import wall
 
 __all__ = [
     "CREATED",
@@ -123,7 +127,7 @@ class ReceivedRequest:
     body: Any
     raw_body: bytes
     received_at: float
-    """``time.monotonic()`` once the request line, headers and body had been read."""
+    """Real time (:func:`wall`) once the request line, headers and body had been read."""
 
     @property
     def params(self) -> list[tuple[str, str]]:
@@ -150,7 +154,9 @@ class StreamEvent:
     data: bytes
     """The event exactly as framed on the wire, before any gzip encoding."""
     sent_at: float
-    """``time.monotonic()`` right after the bytes were written and flushed."""
+    """Real time (:func:`wall`) right after the bytes were written and flushed."""
+    started_at: float
+    """Real time just before the write began: no client can have the event earlier."""
 
 
 @dataclass(slots=True)
@@ -172,7 +178,7 @@ class ResponseRecord:
 
     @property
     def event_times(self) -> list[float]:
-        """Monotonic time at which each event was written and flushed."""
+        """Real time at which each event was written and flushed."""
         return [event.sent_at for event in self.events]
 
     @property
@@ -1015,9 +1021,9 @@ class Emulator:
                 conn.shutdown(socket.SHUT_RDWR)
         if thread is not None:
             thread.join(timeout)
-        deadline = time.monotonic() + timeout
+        deadline = wall() + timeout
         for handler_thread in connections:
-            handler_thread.join(max(0.0, deadline - time.monotonic()))
+            handler_thread.join(max(0.0, deadline - wall()))
 
     def __enter__(self) -> Emulator:
         return self.start()
@@ -1214,7 +1220,7 @@ class Emulator:
         except (OSError, ValueError, EOFError, zlib.error):
             handler.close_connection = True
             return
-        received_at = time.monotonic()
+        received_at = wall()
         split = urlsplit(handler.path)
         path = split.path
         body: Any = None
@@ -1251,7 +1257,7 @@ class Emulator:
                 record.aborted = True
         finally:
             with self._lock:
-                record.finished_at = time.monotonic()
+                record.finished_at = wall()
                 self._in_flight -= 1
                 self._lock.notify_all()
 
@@ -1313,8 +1319,9 @@ class Emulator:
             wire = gzip_module.compress(plan.body, mtime=0) if config.gzip else plan.body
             headers.append(("Content-Length", str(len(wire))))
             self._send_headers(handler, plan.status, headers, record, streamed=False)
+            started_at = wall()
             handler.write(wire)
-            self._log_event(record, StreamEvent("body", "body", plan.body, time.monotonic()))
+            self._log_event(record, StreamEvent("body", "body", plan.body, wall(), started_at))
             return
 
         headers += [("Cache-Control", "no-cache"), ("Transfer-Encoding", "chunked")]
@@ -1330,8 +1337,9 @@ class Emulator:
             wire = data
             if compressor is not None:
                 wire = compressor.compress(data) + compressor.flush(zlib.Z_SYNC_FLUSH)
+            started_at = wall()
             handler.write(b"%x\r\n%s\r\n" % (len(wire), wire))
-            self._log_event(record, StreamEvent(name, kind, data, time.monotonic()))
+            self._log_event(record, StreamEvent(name, kind, data, wall(), started_at))
         tail = compressor.flush(zlib.Z_FINISH) if compressor is not None else b""
         end = (b"%x\r\n%s\r\n" % (len(tail), tail) if tail else b"") + b"0\r\n\r\n"
         handler.write(end)
@@ -1360,7 +1368,7 @@ class Emulator:
             record.streamed = streamed
             record.gzip = any(k == "Content-Encoding" and v == "gzip" for k, v in sent)
             record.headers = sent
-            record.headers_sent_at = time.monotonic()
+            record.headers_sent_at = wall()
 
     def _log_event(self, record: ResponseRecord, event: StreamEvent) -> None:
         with self._lock:

@@ -7,6 +7,9 @@ goes out and sees every byte that comes in (``RawRequest.raw``).
 
 A handler is a callable ``handler(request, conn)`` that writes the response to ``conn`` itself;
 ``Fixed``, ``Drip`` and the ``write_*`` helpers cover what the suite needs.
+
+Times (``received_at``, ``Drip.sent_at``) are :func:`tests.support.realtime.wall` readings: real
+time even when a virtual clock is installed while a server thread runs.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ import contextlib
 import http
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+
+from tests.support.realtime import wall
 
 __all__ = [
     "Drip",
@@ -119,7 +123,7 @@ def _read_request(reader: _Reader) -> RawRequest | None:
         target=target,
         headers=headers,
         body=body,
-        received_at=time.monotonic(),
+        received_at=wall(),
     )
 
 
@@ -177,7 +181,7 @@ class Fixed:
 class Drip:
     """A handler that streams ``chunks`` as a chunked body, one every ``interval`` seconds.
 
-    The first chunk goes out with the headers. ``sent_at`` holds the monotonic time just before
+    The first chunk goes out with the headers. ``sent_at`` holds the real time just before
     each chunk was written, so no client can have it earlier. ``client_gone`` is set when a
     write fails because the client went away, and ``done`` when the handler returns.
     """
@@ -208,7 +212,7 @@ class Drip:
             for index, chunk in enumerate(self.chunks):
                 if index and self._stop.wait(self.interval):
                     return
-                self.sent_at.append(time.monotonic())
+                self.sent_at.append(wall())
                 write_chunk(conn, chunk)
             write_chunk(conn, b"")
         except OSError:
