@@ -203,7 +203,7 @@ class CassetteSession:
         self._allow_secrets = tuple(allow_secrets)
         self._wire_check = wire_check
         self._faults = FaultSet(faults)
-        self.misses: list[CassetteMissError] = []
+        self.misses: list[CassetteMissError | CassetteNotFoundError] = []
         self.written = False
         self._live = live
         self._async_live = async_live
@@ -216,14 +216,16 @@ class CassetteSession:
         self.requests: list[SentRequest] = []
         self.existed = self.path.exists()
         loaded: list[Interaction] = []
-        if record == "none" or (record in ("once", "new") and self.existed):
-            if record == "none" and not self.existed:
-                raise CassetteNotFoundError(
-                    f"cassette {self.path} does not exist, and record mode 'none' only "
-                    "replays. Record it once with record mode 'once' (pytest: "
-                    "--cassette-record=once), then commit the file." + _note(note),
-                    path=str(self.path),
-                )
+        # A missing file is only an error once a request needs it: a test that sends nothing
+        # passes with no cassette, as it would with no plugin, and recording it writes none.
+        self._not_found: str | None = None
+        if record == "none" and not self.existed:
+            self._not_found = (
+                f"cassette {self.path} does not exist, and record mode 'none' only "
+                "replays. Record it once with record mode 'once' (pytest: "
+                "--cassette-record=once), then commit the file." + _note(note)
+            )
+        elif record == "none" or (record in ("once", "new") and self.existed):
             cassette = load_cassette(self.path)
             loaded = cassette.interactions
             self._meta = {**cassette.meta, **self._meta}
@@ -428,6 +430,14 @@ class CassetteSession:
                 f"cassette {self.path} is closed; {request.method} {request.url} came after "
                 "the end of the block or test that used it"
             )
+        if self._not_found is not None:
+            error = CassetteNotFoundError(
+                f"{self._not_found} (The first request that needed it: {request.method} "
+                f"{redact_url(request.url)}.)",
+                path=str(self.path),
+            )
+            self.misses.append(error)
+            raise error
         if (
             self._wire_check
             and not isinstance(request.body, bytes)

@@ -75,7 +75,8 @@ def test_chat(chat):
 NOT_FOUND = (
     "E *pytest_toolnexus._errors.CassetteNotFoundError: cassette {path} does not exist, "
     "and record mode 'none' only replays. Record it once with record mode 'once' "
-    "(pytest: --cassette-record=once), then commit the file.{note}"
+    "(pytest: --cassette-record=once), then commit the file.{note} (The first request that "
+    "needed it: POST */v1/chat/completions.)"
 )
 
 
@@ -105,12 +106,38 @@ def test_record_none_without_a_cassette_names_the_file_and_how_to_record(project
     # When it runs with the default record mode, none
     result = run(project)
 
-    # Then it errors before the test body runs, naming the file and the way to record it
-    result.assert_outcomes(errors=1)
+    # Then its first request fails, naming the file, the request and the way to record it
+    result.assert_outcomes(failed=1)
     path = project.path / "cassettes" / "test_chat" / "test_chat.msgpack"
     result.stdout.fnmatch_lines([NOT_FOUND.format(path=path, note="")])
     assert emulator.requests == []
     assert not path.exists()
+
+
+NO_REQUEST = """
+import pytest
+
+
+@pytest.mark.cassette
+def test_sends_nothing(cassette):
+    assert cassette.requests == []
+"""
+
+
+@pytest.mark.parametrize("record", ["none", "once"])
+def test_a_marked_test_that_sends_no_request_needs_no_cassette(project, emulator, record):
+    # Given a marked test that sends nothing, and no cassette on disk
+    project.makepyfile(test_quiet=NO_REQUEST)
+    path = project.path / "cassettes" / "test_quiet" / "test_sends_nothing.msgpack"
+
+    # When it runs, in replay-only mode or recording once
+    result = run(project, f"--cassette-record={record}")
+
+    # Then it passes, writes nothing, and replaying afterwards passes too
+    result.assert_outcomes(passed=1)
+    assert not path.exists()
+    run(project).assert_outcomes(passed=1)
+    assert emulator.requests == []
 
 
 def test_record_once_records_then_replays_without_the_server(project, emulator):
@@ -422,7 +449,7 @@ def test_in_ci_a_marker_does_not_record_but_the_command_line_does(project, emula
     # When the marker asks for once under CI, nothing is recorded and the error says why
     refused = run(project)
 
-    refused.assert_outcomes(errors=1)
+    refused.assert_outcomes(failed=1)
     note = (
         " Recording is off because CI is set in the environment (this test asked for record "
         "mode 'once'); pass --cassette-record=once to record in CI."

@@ -59,6 +59,9 @@ def path(tmp_path):
     return tmp_path / "cassettes" / "test_x" / "modes.msgpack"
 
 
+NOWHERE = "https://api.example.test/v1/chat/completions"
+
+
 def session(path, record, **options):
     options.setdefault("timing", "instant")
     return CassetteSession(path, record=record, **options)
@@ -83,11 +86,14 @@ def stored_questions(path):
 # -- none -------------------------------------------------------------------------------------
 
 
-def test_none_with_no_file_says_how_to_record(path):
-    with pytest.raises(CassetteNotFoundError) as caught:
-        session(path, "none")
+def test_none_with_no_file_says_how_to_record_at_the_first_request(path):
+    with session(path, "none") as replaying:  # no request yet: nothing is missing
+        with pytest.raises(CassetteNotFoundError) as caught:
+            replaying.transport(TransportRequest("POST", NOWHERE, body={"q": "first"}))
 
+    assert replaying.misses == [caught.value]
     message = str(caught.value)
+    assert message.endswith(f"(The first request that needed it: POST {NOWHERE}.)")
     assert caught.value.path == str(path)
     assert str(path) in message
     assert "record mode 'none' only replays" in message
