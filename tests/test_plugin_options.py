@@ -140,6 +140,32 @@ def test_a_marked_test_that_sends_no_request_needs_no_cassette(project, emulator
     assert emulator.requests == []
 
 
+def test_a_swallowed_missing_cassette_error_is_still_reported(project, emulator):
+    # Given a test whose code hides the error its first request raises
+    project.makepyfile(
+        test_hides="""
+        import pytest
+
+
+        @pytest.mark.cassette
+        def test_hides(chat):
+            try:
+                chat("hello")
+            except Exception:
+                pass
+        """
+    )
+
+    result = run(project)
+
+    # Then the teardown check fails it, quoting the missing-cassette error
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        ["*the code under test caught and hid a cassette miss*", "*does not exist*"]
+    )
+    assert emulator.requests == []
+
+
 def test_record_once_records_then_replays_without_the_server(project, emulator):
     project.makepyfile(test_chat=ONE_CHAT)
     path = project.path / "cassettes" / "test_chat" / "test_chat.msgpack"

@@ -87,9 +87,9 @@ def stored_questions(path):
 
 
 def test_none_with_no_file_says_how_to_record_at_the_first_request(path):
-    with session(path, "none") as replaying:  # no request yet: nothing is missing
-        with pytest.raises(CassetteNotFoundError) as caught:
-            replaying.transport(TransportRequest("POST", NOWHERE, body={"q": "first"}))
+    replaying = session(path, "none")  # no request yet: nothing is missing
+    with replaying, pytest.raises(CassetteNotFoundError) as caught:
+        replaying.transport(TransportRequest("POST", NOWHERE, body={"q": "first"}))
 
     assert replaying.misses == [caught.value]
     message = str(caught.value)
