@@ -3,7 +3,7 @@
     python3 .ci/dev.py demo    # the example suite, replaying committed cassettes offline
     python3 .ci/dev.py test    # lint, type-check and the full test suite
     python3 .ci/dev.py bench   # the benchmarks, printed as tables
-    python3 .ci/dev.py stress  # the test job 5 times in a row, with 2 CPU-bound processes running
+    python3 .ci/dev.py stress  # the test job 5 times in a row, 2 CPU-bound processes running
 
 Only Python 3.11+ is needed. The environment lives in .venv/ and is reinstalled
 when pyproject.toml changes.
@@ -66,12 +66,13 @@ def _burn() -> None:
 
 
 def stress(runs: int, rest: list[str]) -> None:
-    """Run the test suite ``runs`` times while two CPU-bound processes compete for the machine,
-    and say how each run ended. Exits non-zero unless every run passed."""
+    """Run the test job (``test``: lint, types and every test) ``runs`` times while two
+    CPU-bound processes compete for the machine, and say how each run ended. Exits non-zero
+    unless every run passed."""
     import multiprocessing
     import time
 
-    python = ensure_env("dev,bench")
+    ensure_env("dev,bench")
     hogs = [multiprocessing.Process(target=_burn, daemon=True) for _ in range(2)]
     for hog in hogs:
         hog.start()
@@ -79,15 +80,15 @@ def stress(runs: int, rest: list[str]) -> None:
     try:
         for number in range(1, runs + 1):
             started = time.monotonic()
-            print(f"+ stress run {number}/{runs}: pytest -n 2 tests examples", flush=True)
+            print(f"+ stress run {number}/{runs}: python3 .ci/dev.py test", flush=True)
             completed = subprocess.run(
-                [str(python), "-m", "pytest", "-n", "2", "-q", "tests", "examples", *rest],
+                [sys.executable, str(Path(__file__).resolve()), "test", *rest],
                 cwd=ROOT,
                 capture_output=True,
                 text=True,
             )
             lines = completed.stdout.strip().splitlines()
-            summary = lines[-1] if lines else "(no output)"
+            summary = next((line for line in reversed(lines) if " in " in line), "(no summary)")
             failures = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
             results.append(
                 f"run {number}: exit {completed.returncode}, {time.monotonic() - started:.0f} s, "
