@@ -73,13 +73,13 @@ def test_a_pydantic_model_rebuilt_in_a_cassette_test_validates(pytester):
     )
     pytester.makepyfile(test_models=PYDANTIC_TESTS)
 
-    # Then: in the written order and in the reverse one, everything passes.
+    # Then: in the written order and in a shuffled one (pytest-randomly, seed 3), all pass.
     result = pytester.runpytest_subprocess("-p", "no:randomly", "--cassette-unused=ignore")
     result.assert_outcomes(passed=3)
-    reverse = pytester.runpytest_subprocess(
+    shuffled = pytester.runpytest_subprocess(
         "-p", "randomly", "-p", "no:cacheprovider", "--randomly-seed=3"
     )
-    reverse.assert_outcomes(passed=3)
+    shuffled.assert_outcomes(passed=3)
 
 
 # The anthropic SDK builds its models on first use (defer_build): the first stream parsed in a
