@@ -10,6 +10,7 @@ are the session's own live clients (:class:`DirectLive`), which record for seam 
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
@@ -102,6 +103,15 @@ def patch_http_clients(
     Requests to ``allow_hosts`` go straight to the network, neither replayed nor recorded.
     """
     allowed = tuple(allow_hosts)
+    with _owner_lock:
+        holder = _owner[0]
+        if holder is not None:
+            raise RuntimeError(
+                f"cannot route httpx and httpx2 clients through the cassette {session.path}: "
+                f"the cassette {holder} already does, in this process. Cassette sessions do "
+                "not nest; finish the test or block that uses the first one."
+            )
+        _owner[0] = str(session.path)
     saved: list[tuple[type, str, Any]] = []
     bridges: weakref.WeakKeyDictionary[Any, HTTPBridge] = weakref.WeakKeyDictionary()
 
@@ -121,44 +131,61 @@ def patch_http_clients(
             bridges[transport] = bridge
         return bridge
 
-    for lib in _compat.libraries():
-        sync_cls: type = lib.HTTPTransport
-        async_cls: type = lib.AsyncHTTPTransport
-        original_sync = sync_cls.__dict__["handle_request"]
-        original_async = async_cls.__dict__["handle_async_request"]
-
-        def handle_request(
-            self: Any,
-            request: Any,
-            _send: Callable[..., Any] = original_sync,
-            _lib: ModuleType = lib,
-        ) -> Any:
-            if _DIRECT.get() or (allowed and host_allowed(_host(request), allowed)):
-                return _send(self, request)
-            return sync_bridge(self, _lib, _send).handle_request(request)
-
-        async def handle_async_request(
-            self: Any,
-            request: Any,
-            _send: Callable[..., Any] = original_async,
-            _lib: ModuleType = lib,
-        ) -> Any:
-            if _DIRECT.get() or (allowed and host_allowed(_host(request), allowed)):
-                return await _send(self, request)
-            return await async_bridge(self, _lib, _send).handle_async_request(request)
-
-        saved.append((sync_cls, "handle_request", original_sync))
-        saved.append((async_cls, "handle_async_request", original_async))
-        type.__setattr__(sync_cls, "handle_request", handle_request)
-        type.__setattr__(async_cls, "handle_async_request", handle_async_request)
+    undone = [False]
 
     def undo() -> None:
+        if undone[0]:
+            return  # a second call must not release another session's ownership
+        undone[0] = True
         while saved:
             cls, name, original = saved.pop()
             type.__setattr__(cls, name, original)
         bridges.clear()
+        with _owner_lock:
+            _owner[0] = None
 
+    try:
+        for lib in _compat.libraries():
+            sync_cls: type = lib.HTTPTransport
+            async_cls: type = lib.AsyncHTTPTransport
+            original_sync = sync_cls.__dict__["handle_request"]
+            original_async = async_cls.__dict__["handle_async_request"]
+
+            def handle_request(
+                self: Any,
+                request: Any,
+                _send: Callable[..., Any] = original_sync,
+                _lib: ModuleType = lib,
+            ) -> Any:
+                if _DIRECT.get() or (allowed and host_allowed(_host(request), allowed)):
+                    return _send(self, request)
+                return sync_bridge(self, _lib, _send).handle_request(request)
+
+            async def handle_async_request(
+                self: Any,
+                request: Any,
+                _send: Callable[..., Any] = original_async,
+                _lib: ModuleType = lib,
+            ) -> Any:
+                if _DIRECT.get() or (allowed and host_allowed(_host(request), allowed)):
+                    return await _send(self, request)
+                return await async_bridge(self, _lib, _send).handle_async_request(request)
+
+            saved.append((sync_cls, "handle_request", original_sync))
+            saved.append((async_cls, "handle_async_request", original_async))
+            type.__setattr__(sync_cls, "handle_request", handle_request)
+            type.__setattr__(async_cls, "handle_async_request", handle_async_request)
+
+    except BaseException:
+        undo()
+        raise
     return undo
+
+
+_owner_lock = threading.Lock()
+_owner: list[str | None] = [None]
+"""The cassette whose session the http clients are routed through, if any: one at a time, so
+two undone out of order can never leave one's wrapper on the classes."""
 
 
 def _host(request: Any) -> str:

@@ -220,3 +220,38 @@ def test_a_cancelled_aclose_still_removes_the_clock(tmp_path, monkeypatch):
     assert time.sleep is sleep_before
     assert real_monotonic_ok()
     install(VirtualClock())()  # the next session can install its clock
+
+
+# -- one owner for the http patch ---------------------------------------------------------------
+
+
+def test_a_second_http_patch_is_refused_and_out_of_order_undos_leave_the_originals(tmp_path):
+    import httpx
+    import httpx2
+
+    from pytest_toolnexus._patch import patch_http_clients
+
+    originals = [
+        httpx.HTTPTransport.__dict__["handle_request"],
+        httpx2.AsyncHTTPTransport.__dict__["handle_async_request"],
+    ]
+    first_path, second_path = tmp_path / "first.msgpack", tmp_path / "second.msgpack"
+    build.build_cassette(first_path, [])
+    build.build_cassette(second_path, [])
+    first, second = CassetteSession(first_path), CassetteSession(second_path)
+
+    undo_first = patch_http_clients(first)
+    with pytest.raises(RuntimeError, match=r"second\.msgpack.*first\.msgpack already does"):
+        patch_http_clients(second)
+    undo_first()
+    undo_second = patch_http_clients(second)  # free again
+    undo_first()  # a stale second undo of the first must not release the second's hold
+    with pytest.raises(RuntimeError, match="already does"):
+        patch_http_clients(first)
+    undo_second()
+
+    assert [
+        httpx.HTTPTransport.__dict__["handle_request"],
+        httpx2.AsyncHTTPTransport.__dict__["handle_async_request"],
+    ] == originals
+    patch_http_clients(first)()
