@@ -90,12 +90,12 @@ def original(func: Callable[[], _T]) -> Callable[[], _T]:
         entry = _entry(func)
     if entry is None:
         return func
-    definition, pointer, call = entry
-    fast = func
+    _, _, call = entry
+    key, fast = id(func), func
 
     def read() -> _T:
-        # Unbound (the usual case): the built-in itself, at full speed.
-        if definition.ml_meth == pointer:
+        # Unbound (the usual case): the built-in itself, at the cost of one dict look-up.
+        if key not in _active:
             return fast()
         value: _T = call()  # type: ignore[assignment]
         return value

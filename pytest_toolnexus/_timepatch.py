@@ -94,6 +94,11 @@ _KEEP_REAL: Final = (
 )
 
 
+def _is_watched(value: object, watched: dict[int, Any]) -> bool:
+    """Whether ``value`` is one of the watched functions (by identity, not by a reused id)."""
+    return id(value) in watched and watched[id(value)] is value
+
+
 class _SleepSites:
     """Where loaded modules hold one of the watched functions as a global.
 
@@ -134,7 +139,7 @@ class _SleepSites:
             found = []
             for module, key in self._sites:
                 value = module.__dict__.get(key)
-                if id(value) in watched and watched[id(value)] is value:
+                if _is_watched(value, watched):
                     found.append((module, key, value))
             return found
 
@@ -148,7 +153,7 @@ class _SleepSites:
         if watched.keys().isdisjoint(map(id, list(namespace.values()))):
             return
         for key, value in list(namespace.items()):
-            if id(value) in watched and watched[id(value)] is value:
+            if _is_watched(value, watched):
                 self._sites.append((module, key))
 
 
@@ -168,7 +173,7 @@ def _sleep_sites(watched: dict[int, Any]) -> list[tuple[types.ModuleType, str, A
     for module_name, key in _ENTRY_POINTS:
         module = sys.modules.get(module_name)
         value = None if module is None else module.__dict__.get(key)
-        if module is not None and id(value) in watched and watched[id(value)] is value:
+        if module is not None and _is_watched(value, watched):
             sites.append((module, key, value))
     return sites + _sites.find(watched)
 
@@ -289,12 +294,10 @@ def install(clock: VirtualClock, modules: Iterable[types.ModuleType] = ()) -> Ca
     stack.enter_context(_owner.hold(repr(clock)))
     try:
         _travel(stack, clock)
-        fallback: list[str] = []
         for name in _READERS:
             reading = _reader(clock, name)
             undo = _cfunc.rebind(getattr(_time, name), reading)
-            if undo is None:
-                fallback.append(name)
+            if undo is None:  # this interpreter cannot rebind: patch the name instead
                 _set(stack, _time, name, reading)
             else:
                 stack.callback(undo)
@@ -305,7 +308,7 @@ def install(clock: VirtualClock, modules: Iterable[types.ModuleType] = ()) -> Ca
             sites += [
                 (module, key, value)
                 for key, value in list(vars(module).items())
-                if id(value) in watched and watched[id(value)] is value
+                if _is_watched(value, watched)
             ]
         for module, key, value in sites:
             if module.__dict__.get(key) is value:

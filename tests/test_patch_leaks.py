@@ -25,20 +25,6 @@ import time
 import httpx
 import httpx2
 
-ORIGINAL = {
-    "httpx.HTTPTransport.handle_request": httpx.HTTPTransport.__dict__["handle_request"],
-    "httpx.AsyncHTTPTransport.handle_async_request":
-        httpx.AsyncHTTPTransport.__dict__["handle_async_request"],
-    "httpx2.HTTPTransport.handle_request": httpx2.HTTPTransport.__dict__["handle_request"],
-    "httpx2.AsyncHTTPTransport.handle_async_request":
-        httpx2.AsyncHTTPTransport.__dict__["handle_async_request"],
-    "socket.socket.connect": socket.socket.connect,
-    "time.sleep": time.sleep,
-    "time.monotonic": time.monotonic,
-    "datetime.datetime": datetime.datetime,
-}
-
-
 def current():
     return {
         "httpx.HTTPTransport.handle_request": httpx.HTTPTransport.__dict__["handle_request"],
@@ -52,6 +38,9 @@ def current():
         "time.monotonic": time.monotonic,
         "datetime.datetime": datetime.datetime,
     }
+
+
+ORIGINAL = current()
 
 
 def leaked():
