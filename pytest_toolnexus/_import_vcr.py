@@ -44,7 +44,7 @@ from ._redact import redact_url
 from ._secrets import SecretScanner
 from ._version import __version__
 
-__all__ = ["VcrImportError", "convert", "import_vcr", "read_vcr"]
+__all__ = ["VcrImportError", "convert", "import_vcr", "load_vcr_cassette", "read_vcr"]
 
 # Headers that describe the wire form of a body, which a cassette stores decoded; the live
 # transport drops the same three.
@@ -374,6 +374,34 @@ def default_dest(source: Path) -> Path:
     return source.with_suffix(".msgpack")
 
 
+def load_vcr_cassette(
+    source: Path, dest: Path, *, allow_secrets: Sequence[str] = ()
+) -> tuple[Cassette, list[str]]:
+    """The vcrpy cassette at ``source`` converted and redacted into an unsaved cassette bound
+    to ``dest``, and one summary line per interaction.
+
+    Raises :class:`VcrImportError` naming the file (and the interaction) when the source
+    cannot be read, an interaction cannot be converted, or a secret would remain.
+    """
+    raw_interactions, flavour = read_vcr(source)
+    scanner = SecretScanner(allow=allow_secrets)
+    converted = convert(raw_interactions, scanner)
+    if converted.problems:
+        raise VcrImportError(f"{source}: " + "; ".join(converted.problems))
+    hits = scanner.scan(converted.interactions)
+    if hits:
+        raise VcrImportError(
+            f"{source}: after redaction it would hold {len(hits)} secret(s): "
+            + "; ".join(str(hit) for hit in hits)
+        )
+    meta = {
+        "imported_from": f"{source.name} ({flavour})",
+        "converted_from": "vcrpy",
+        "recorded_with": f"pytest-toolnexus {__version__} import-vcr",
+    }
+    return Cassette(dest, converted.interactions, meta), converted.summaries
+
+
 def import_vcr(
     source: Path,
     dest: Path | None,
@@ -428,6 +456,7 @@ def import_vcr(
         return 1
     meta = {
         "imported_from": f"{source.name} ({flavour})",
+        "converted_from": "vcrpy",
         "recorded_with": f"pytest-toolnexus {__version__} import-vcr",
     }
     cassette = Cassette(target, converted.interactions, meta)
