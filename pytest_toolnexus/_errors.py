@@ -155,8 +155,21 @@ class WireCheckError(ToolnexusError, ValueError):
     integer beyond 2**53)."""
 
 
-class CassetteMissError(ToolnexusError):
-    """A request had no unplayed match in the cassette, and the record mode forbids recording."""
+class CassetteMissError(BaseException):
+    """No recording answers a request, and the record mode forbids recording one: the cassette
+    has no unplayed match for it, or the cassette file does not exist.
+
+    Like the exception of ``pytest.fail``, it derives from :class:`BaseException`, not
+    :class:`Exception`: an SDK's retry loop (openai and anthropic retry on any ``Exception``
+    and then wrap it in ``APIConnectionError``) and code under test that catches ``Exception``
+    let it through, so the test stops at the first miss and its report leads with the miss
+    message. Catch it by name (``pytest.raises(CassetteMissError)``). ``path`` names the
+    cassette file, when there is one.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class ReplayError(ToolnexusError):
@@ -165,3 +178,10 @@ class ReplayError(ToolnexusError):
 
 class CassetteExpiredWarning(UserWarning):
     """A cassette is older than its ``max_age``, or has no date to tell its age by."""
+
+
+# Tracebacks and pytest's short summary name the public spelling (pytest_toolnexus.X), the one
+# users import and catch, rather than this private module.
+for _name in __all__:
+    globals()[_name].__module__ = "pytest_toolnexus"
+del _name

@@ -39,7 +39,6 @@ from ._clock import Clock, InstantClock, RealClock, real_wall
 from ._errors import (
     CassetteFormatError,
     CassetteMissError,
-    CassetteNotFoundError,
     SecretFoundError,
     WireCheckError,
 )
@@ -213,7 +212,7 @@ class CassetteSession:
         self._allow_secrets = tuple(allow_secrets)
         self._wire_check = wire_check
         self._faults = FaultSet(faults)
-        self.misses: list[CassetteMissError | CassetteNotFoundError] = []
+        self.misses: list[CassetteMissError] = []
         self.written = False
         self._discard = False
         self._live = live
@@ -442,7 +441,7 @@ class CassetteSession:
                 "the end of the block or test that used it"
             )
         if self._not_found is not None:
-            error = CassetteNotFoundError(
+            error = CassetteMissError(
                 f"{self._not_found} (The first request that needed it: {request.method} "
                 f"{redact_url(request.url)}.)",
                 path=str(self.path),
@@ -574,7 +573,9 @@ class CassetteSession:
         if self._note:
             lines += ["", self._note]
         # The message quotes the request: keep any secret in it out of logs and CI output.
-        return CassetteMissError(SecretScanner(allow=self._allow_secrets).mask("\n".join(lines)))
+        return CassetteMissError(
+            SecretScanner(allow=self._allow_secrets).mask("\n".join(lines)), path=str(self.path)
+        )
 
     # -- end of use -----------------------------------------------------------------------
 

@@ -169,8 +169,8 @@ def test_a_miss_the_code_under_test_swallowed_still_fails_the_test(project, emul
             chat("first")
             try:
                 chat("not recorded")
-            except Exception:
-                pass  # the code under test hides the error, as some retry wrappers do
+            except BaseException:
+                pass  # the code under test hides every error, as a bare except does
         """
     )
 
@@ -188,6 +188,40 @@ def test_a_miss_the_code_under_test_swallowed_still_fails_the_test(project, emul
             + '"not recorded"}]}',
         ]
     )
+    assert len(emulator.requests) == 1
+
+
+def test_a_miss_passes_through_except_exception_and_fails_where_it_happened(
+    project, emulator, monkeypatch
+):
+    monkeypatch.setenv("COLUMNS", "400")
+    project.makepyfile(test_swallow=FIRST_ONLY)
+    run(project, "--cassette-record=once").assert_outcomes(passed=1)
+    project.makepyfile(
+        test_swallow="""
+        import pytest
+
+
+        @pytest.mark.cassette
+        def test_chat(chat):
+            chat("first")
+            try:
+                chat("not recorded")
+            except Exception:
+                pytest.fail("except Exception caught the miss")
+        """
+    )
+
+    result = run(project)
+
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "FAILED test_swallow.py::test_chat - pytest_toolnexus.CassetteMissError: No "
+            "recorded interaction matches POST*"
+        ]
+    )
+    result.stdout.no_fnmatch_line("*except Exception caught the miss*")
     assert len(emulator.requests) == 1
 
 

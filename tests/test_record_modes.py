@@ -14,7 +14,7 @@ import msgpack
 import pytest
 
 from pytest_toolnexus._cassette import load_cassette
-from pytest_toolnexus._errors import CassetteMissError, CassetteNotFoundError
+from pytest_toolnexus._errors import CassetteMissError
 from pytest_toolnexus._live import AsyncLiveTransport
 from pytest_toolnexus._seam import TransportRequest
 from pytest_toolnexus._session import CassetteSession, UnusedInteractionsWarning, use_cassette
@@ -88,7 +88,7 @@ def stored_questions(path):
 
 def test_none_with_no_file_says_how_to_record_at_the_first_request(path):
     replaying = session(path, "none")  # no request yet: nothing is missing
-    with replaying, pytest.raises(CassetteNotFoundError) as caught:
+    with replaying, pytest.raises(CassetteMissError) as caught:
         replaying.transport(TransportRequest("POST", NOWHERE, body={"q": "first"}))
 
     assert replaying.misses == [caught.value]
