@@ -46,6 +46,7 @@ _GZIP_MAGIC: Final = b"\x1f\x8b"
 # A body of one of these types is a gzip file, not a gzip-encoded body: never unwrapped.
 _GZIP_FILE_TYPES: Final = frozenset({"application/gzip", "application/x-gzip"})
 _SSE_STARTS: Final = (b"event:", b"data:", b"id:", b"retry:", b": ")
+_SSE_FIELDS: Final = frozenset({"data", "event", "id", "retry"})
 _TEXT_TYPES: Final = ("text/", "application/xml", "application/javascript")
 
 
@@ -215,7 +216,7 @@ def _sniffed_type(data: bytes) -> str | None:
     """The media type a body without a ``content-type`` evidently has: an event stream, one
     JSON document, or NDJSON (two or more lines, each JSON); None when it is none of them."""
     head = data.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if head.startswith(_SSE_STARTS):
+    if head.startswith(_SSE_STARTS) and _is_event_stream(data):
         return "text/event-stream"
     try:
         text = data.decode()
@@ -238,11 +239,27 @@ def _sniffed_type(data: bytes) -> str | None:
     return "application/x-ndjson"
 
 
+def _is_event_stream(data: bytes) -> bool:
+    """Whether every line of ``data`` is an SSE field (``data``, ``event``, ``id``, ``retry``)
+    or a comment. A parser drops any other line, so a body that has one (a JSON error sent
+    under ``text/event-stream``) is not split into events: it would lose that line."""
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        return False
+    for line in text.splitlines():
+        if line and not line.startswith(":") and line.split(":", 1)[0] not in _SSE_FIELDS:
+            return False
+    return True
+
+
 def _typed(headers: Headers, data: bytes) -> Headers:
     """The headers to classify the body by: the recorded ones, or, when they name no
     content-type, one sniffed from the body (the stored headers are left as recorded)."""
     if "content-type" in headers:
-        return headers
+        if _media(headers) != "text/event-stream" or _is_event_stream(data):
+            return headers
+        headers = headers.without("content-type")
     sniffed = _sniffed_type(data)
     return headers if sniffed is None else headers.with_value("content-type", sniffed)
 

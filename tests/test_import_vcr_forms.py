@@ -219,6 +219,25 @@ def test_text_under_a_content_encoding_header_was_already_decoded(tmp_path, caps
     assert "-> 200, json, gzip header over decoded text" in capsys.readouterr().out
 
 
+def test_a_json_error_under_an_event_stream_type_is_kept_as_json(tmp_path):
+    """Gemini answers a bad key with a 400 whose JSON sits under ``text/event-stream``; split
+    into events, every line of it would be dropped."""
+    error = {"error": {"code": 400, "message": "API key not valid.", "status": "INVALID"}}
+    (stored,) = imported(
+        tmp_path,
+        doc(
+            exchange(
+                {"string": json.dumps(error, indent=2) + "\n"},
+                headers={"Content-Type": ["text/event-stream"]},
+                status=400,
+            )
+        ),
+    )
+
+    assert stored.response.body == JsonBody(error)
+    assert stored.response.headers["content-type"] == "text/event-stream"
+
+
 def test_binary_bodies_stay_byte_exact_and_replay_so(tmp_path):
     frames = bytes(range(256)) * 4 + b"\x00\x00\x00\x10:event-type\x07\x00\x05chunk"
     audio = b"RIFF" + bytes(200)  # valid UTF-8, yet audio: kept as bytes
