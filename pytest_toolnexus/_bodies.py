@@ -15,6 +15,7 @@ __all__ = [
     "decode_body",
     "encode_json",
     "is_json_type",
+    "keeps_content_length",
     "wants_stream",
     "wire_problem",
     "wire_suspect",
@@ -46,6 +47,16 @@ def decode_body(headers: Headers, content: bytes) -> RequestBody:
     except (ValueError, UnicodeDecodeError):
         return content
     return value
+
+
+_BODILESS_STATUSES: Final = frozenset({204, 304})
+
+
+def keeps_content_length(method: str, status: int) -> bool:
+    """Whether an answer has no body by definition (to a HEAD, or a 204 or 304), so that its
+    ``content-length`` describes the body a GET would have had and must be kept as it came,
+    where every other answer's length is that of the bytes it carries."""
+    return method.upper() == "HEAD" or status in _BODILESS_STATUSES
 
 
 def encode_json(value: JSONValue) -> bytes:

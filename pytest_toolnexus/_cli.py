@@ -24,6 +24,7 @@ from ._cassette import (
     load_cassette,
 )
 from ._errors import CassetteError
+from ._headers import Headers
 from ._secrets import SecretScanner
 from ._version import __version__
 from ._views import ViewError, provider_of, view
@@ -108,22 +109,36 @@ def _parser() -> argparse.ArgumentParser:
     )
     vcr = commands.add_parser(
         "import-vcr",
-        help="convert a vcrpy YAML cassette into a msgpack cassette",
-        description="Convert a vcrpy YAML cassette into a format-1 msgpack cassette: bodies "
-        "decoded (gzip, deflate, br, base64), JSON parsed, event streams split into SSE events "
-        "and NDJSON into lines (all at t = 0: vcrpy keeps no timing), credentials redacted as "
-        "a recording redacts them. Refuses to write when a secret remains. Exits 0 when "
-        "written, 1 when refused, 2 when SRC cannot be read.",
+        help="convert vcrpy cassettes (YAML or JSON, plain or .gz) into msgpack cassettes",
+        description="Convert vcrpy cassettes into format-1 msgpack cassettes. Reads vcrpy's "
+        "YAML and JSON serializers, gzip-compressed files (.yaml.gz, .json.gz), Ruby VCR, "
+        "and parsed bodies (parsed_body). Bodies are decoded (gzip, deflate, br, base64; "
+        "gzip also when the header is gone), JSON parsed, event streams split into SSE "
+        "events and NDJSON into lines (all at t = 0: vcrpy keeps no timing), credentials "
+        "redacted as a recording redacts them. A field import-vcr does not understand is an "
+        "error naming the file, the interaction and the field: nothing is ever dropped or "
+        "imported as an empty body. Nothing is written for a file with an error or a "
+        "remaining secret. With one SRC file: SRC [DEST]. With folders, several SRC, or "
+        "--out: each cassette is converted on its own and reported, and the exit code is 1 "
+        "if any failed. Exits 0 when everything was written, 1 when something was refused, "
+        "2 when a single SRC cannot be read or nothing was found.",
     )
-    vcr.add_argument("src", type=Path, metavar="SRC")
     vcr.add_argument(
-        "dest",
+        "paths",
         type=Path,
-        nargs="?",
-        metavar="DEST",
-        help="the cassette to write (default: SRC with the suffix .msgpack)",
+        nargs="+",
+        metavar="SRC",
+        help="a vcrpy cassette, or a folder searched for *.yaml, *.yml, *.json (and .gz); "
+        "with a single SRC file, a second argument ending in .msgpack is its DEST",
     )
-    vcr.add_argument("--force", action="store_true", help="overwrite DEST when it exists")
+    vcr.add_argument(
+        "--out",
+        type=Path,
+        metavar="OUTDIR",
+        help="write every cassette under OUTDIR, at its path relative to the SRC folder "
+        "(default: beside each source, with the suffix .msgpack)",
+    )
+    vcr.add_argument("--force", action="store_true", help="overwrite a cassette that exists")
     vcr.add_argument(
         "--allow-secret",
         action="append",
@@ -207,9 +222,13 @@ def _short(value: Any) -> str:
     return text if len(text) <= _PREVIEW else text[: _PREVIEW - 3] + "..."
 
 
-def _body_lines(body: Body, t_end: float) -> Iterator[str]:
+def _body_lines(body: Body, t_end: float, headers: Headers | None = None) -> Iterator[str]:
     if isinstance(body, EmptyBody):
-        yield "  (no body)"
+        length = None if headers is None else headers.get("content-length")
+        if length is None or length.strip() == "0":
+            yield "  (no body)"
+        else:
+            yield f"  (none sent: a bodiless answer; content-length {length} is as recorded)"
     elif isinstance(body, JsonBody):
         text = json.dumps(body.value, indent=2, ensure_ascii=False)
         yield from ("  " + line for line in text.splitlines())
@@ -278,7 +297,7 @@ def _show(path: Path, out: TextIO, *, with_path: bool = True) -> int:
         for name, value in response.headers.multi_items():
             print(f"  {name}: {value}", file=out)
         try:
-            for line in _body_lines(response.body, response.t_end):
+            for line in _body_lines(response.body, response.t_end, response.headers):
                 print(line, file=out)
         except (TypeError, ValueError, AttributeError) as exc:
             print(f"  (body cannot be shown: {exc})", file=out)
@@ -313,6 +332,28 @@ def _diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0 if result.equal else 1
 
 
+def _import_vcr(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from ._import_vcr import import_vcr
+    from ._import_vcr_batch import import_many
+
+    paths: list[Path] = args.paths
+    single = args.out is None and not paths[0].is_dir()
+    if single and len(paths) == 2 and paths[1].suffix == ".msgpack":
+        return import_vcr(
+            paths[0], paths[1], force=args.force, allow_secrets=args.allow_secret, out=out, err=err
+        )
+    if single and len(paths) == 1:
+        return import_vcr(
+            paths[0], None, force=args.force, allow_secrets=args.allow_secret, out=out, err=err
+        )
+    if args.out is not None and any(path.suffix == ".msgpack" for path in paths):
+        print("error: give either --out OUTDIR or one SRC with its DEST, not both", file=err)
+        return 2
+    return import_many(
+        paths, args.out, force=args.force, allow_secrets=args.allow_secret, out=out, err=err
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     args = _parser().parse_args(argv)
@@ -323,16 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "diff":
         return _diff(args, sys.stdout, sys.stderr)
     if args.command == "import-vcr":
-        from ._import_vcr import import_vcr
-
-        return import_vcr(
-            args.src,
-            args.dest,
-            force=args.force,
-            allow_secrets=args.allow_secret,
-            out=sys.stdout,
-            err=sys.stderr,
-        )
+        return _import_vcr(args, sys.stdout, sys.stderr)
     print(f"pytest-toolnexus {__version__}")
     return 0
 

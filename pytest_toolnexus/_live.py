@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from . import _compat
-from ._bodies import decode_body
+from ._bodies import decode_body, keeps_content_length
 from ._errors import TransportCancelled, TransportError
 from ._headers import Headers
 from ._seam import AsyncByteStream, ByteStream, TransportRequest, TransportResponse
@@ -52,7 +52,10 @@ def _build(lib: ModuleType, request: TransportRequest, client: Any | None) -> An
 
 
 def _seam_headers(lib_response: Any) -> Headers:
-    return Headers(lib_response.headers.multi_items()).without(*_WIRE_HEADERS)
+    headers = Headers(lib_response.headers.multi_items())
+    if keeps_content_length(lib_response.request.method, lib_response.status_code):
+        return headers.without("content-encoding", "transfer-encoding")
+    return headers.without(*_WIRE_HEADERS)
 
 
 def _parsed_or_bytes(lib_response: Any, content: bytes) -> TransportResponse:

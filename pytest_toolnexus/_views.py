@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
+from urllib.parse import urlsplit
 
 from ._cassette import Interaction, JsonBody, NdjsonBody, SseBody, TextBody
 
@@ -85,7 +86,7 @@ class ProviderView:
 
 def provider_of(url: str) -> Provider | None:
     """The provider whose API a URL belongs to, from its path; None when none matches."""
-    path = url.split("?", 1)[0]
+    path = urlsplit(url).path  # neither the query nor a fragment (``...#stream``) counts
     if path.endswith("/chat/completions"):
         return "openai"
     if path.endswith("/responses"):

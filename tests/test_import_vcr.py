@@ -318,8 +318,8 @@ def test_a_brotli_body_without_the_brotli_module_is_a_clear_error(tmp_path, caps
     err = capsys.readouterr().err
     assert code == 1
     assert (
-        "error: interaction #1 (GET https://api.example.invalid/v1/br?key=REDACTED): the "
-        "response body is brotli-encoded (content-encoding: br) and no brotli module is "
+        f"error: {source}: interaction #1 (GET https://api.example.invalid/v1/br?key=REDACTED): "
+        "the response body is brotli-encoded (content-encoding: br) and no brotli module is "
         "installed: pip install brotli" in err
     )
     assert "1 interaction(s) could not be converted" in err
@@ -506,7 +506,10 @@ def test_the_destination_cannot_be_the_source(tmp_path, capsys):
 
 
 def test_an_interaction_that_is_broken_is_named(tmp_path, capsys):
-    broken = interaction("GET", "https://api.example.invalid/v1/gz?token=t0ps3cret", body=b"xx")
+    # gzip's magic, then garbage: bytes that are not UTF-8, so vcrpy writes them as !!binary.
+    broken = interaction(
+        "GET", "https://api.example.invalid/v1/gz?token=t0ps3cret", body=b"\x1f\x8b\x08xx"
+    )
     broken["response"]["headers"]["content-encoding"] = ["gzip"]
     bad_status = interaction("GET", "https://api.example.invalid/v1/s", body=b"{}", status=42)
     source = write_vcr(tmp_path / "bad.yaml", [broken, bad_status])
@@ -515,8 +518,8 @@ def test_an_interaction_that_is_broken_is_named(tmp_path, capsys):
 
     err = capsys.readouterr().err
     assert (
-        "error: interaction #0 (GET https://api.example.invalid/v1/gz?token=REDACTED): the "
-        "response body says content-encoding 'gzip' but does not decode as gzip" in err
+        f"error: {source}: interaction #0 (GET https://api.example.invalid/v1/gz?token=REDACTED): "
+        "the response body says content-encoding 'gzip' but does not decode as gzip" in err
     )
     assert "interaction #1 (GET https://api.example.invalid/v1/s): the response status" in err
     assert "t0ps3cret" not in err

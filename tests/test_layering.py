@@ -48,7 +48,7 @@ LAYERS: list[tuple[str, ...]] = [
     (*REPLAY_CORE, "_views*", "_session*", "_expect*", "_build*", "_model*"),
     # 5: the pytest plugin (with its hooks, settings and client patching), the command line,
     # the public package and its public submodules
-    (*PLUGIN, "_cli", "_import_vcr", "_diff", "__main__", "__init__", "faults", "build", "views"),
+    (*PLUGIN, "_cli", "_import_vcr*", "_diff", "__main__", "__init__", "faults", "build", "views"),
 ]
 
 # Imports allowed inside one layer: importer pattern -> patterns it may import. Modules that
@@ -70,7 +70,7 @@ SAME_LAYER: dict[str, tuple[str, ...]] = {
     "_model*": ("_build*",),
     **dict.fromkeys(PLUGIN, PLUGIN),  # so is the plugin
     "__main__": ("_cli",),
-    "_cli": ("_import_vcr", "_diff"),
+    "_cli": ("_import_vcr*", "_diff"),
     "__init__": ("faults", "build", "views"),  # public submodules the package may re-export
 }
 
