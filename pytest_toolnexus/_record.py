@@ -109,11 +109,15 @@ class BodyRecorder:
         self._whole = self._sse is None and self._ndjson is None and is_json_type(media)
         self._events: list[dict[str, object]] = []
         self._buffer: list[bytes] = []
+        # An event stream's raw chunks too, in case it turns out not to be one.
+        self._raw: list[tuple[float, bytes]] = []
 
     def feed(self, chunk: bytes, t_ms: float) -> int:
         """Take one chunk; returns how many stored pieces (events, lines, chunks) it completed."""
         before = len(self._events)
         if self._sse is not None:
+            if chunk:
+                self._raw.append((t_ms, chunk))
             self._events.extend(sse_event_doc(t_ms, e) for e in self._sse.feed(chunk))
         elif self._ndjson is not None:
             for line in self._ndjson.feed(chunk):
@@ -143,7 +147,17 @@ class BodyRecorder:
 
     def finish(self) -> Body:
         if self._sse is not None:
-            return SseBody(self._events, self._sse.finish())
+            rest = self._sse.finish()
+            if self._sse.dropped:
+                # Not an event stream after all: events would lose the lines a parser drops.
+                # Kept as the JSON it is, or as its timed chunks, byte for byte.
+                data = b"".join(chunk for _, chunk in self._raw)
+                as_json = self._headers.with_value("content-type", "application/json")
+                whole = fixed_body(as_json, data)
+                if isinstance(whole, JsonBody):
+                    return whole
+                return ChunksBody([{"t": round(t, 3), "data": chunk} for t, chunk in self._raw])
+            return SseBody(self._events, rest)
         if self._ndjson is not None:
             return NdjsonBody(self._events, self._ndjson.finish())
         if self._whole:

@@ -12,7 +12,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
@@ -78,11 +78,17 @@ class SseEvent:
         )
 
 
+_FIELDS: Final = frozenset({"data", "event", "id", "retry"})
+
+
 class SseParser:
     """Incremental ``text/event-stream`` parser (WHATWG SSE framing).
 
     ``feed(chunk)`` returns the events completed by that chunk. ``finish()`` returns whatever
     text came after the last complete event, which the spec says to drop; a recorder keeps it.
+    ``dropped`` counts the lines whose field name is not an SSE field, which the spec ignores:
+    a body with any is not an event stream whatever its content type says (a JSON error sent
+    under ``text/event-stream``), and events alone would lose those lines.
     """
 
     def __init__(self) -> None:
@@ -91,6 +97,7 @@ class SseParser:
         self._current = SseEvent()
         self._first = True
         self._after_cr = False
+        self.dropped = 0
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         text = self._decoder.decode(chunk)
@@ -137,6 +144,8 @@ class SseParser:
             current.id = value
         elif name == "retry" and value.isascii() and value.isdigit():
             current.retry = int(value)
+        elif name not in _FIELDS:
+            self.dropped += 1
         return None
 
     def finish(self) -> str:

@@ -32,6 +32,7 @@ from tests.support.servers import (
 )
 
 INTERVAL = 0.1
+EVENT_STREAM = ("Content-Type", "text/event-stream")
 EVENTS = [b'data: {"n": %d}\n\n' % n for n in range(5)]
 
 
@@ -313,6 +314,36 @@ def test_any_other_stream_is_recorded_as_timed_chunks():
     body = read.recorded[0].response.body
     assert isinstance(body, ChunksBody)
     assert [chunk["data"] for chunk in body.chunks] == blobs
+    assert_stamped_between_send_and_arrival(
+        [chunk["t"] for chunk in body.chunks],
+        drip.sent_at,
+        read.arrivals,
+        before=read.before,
+        received_at=read.received_at,
+    )
+
+
+def test_a_json_error_sent_as_an_event_stream_is_stored_as_json():
+    # A gateway that answers a bad request with JSON under the stream's content type: an SSE
+    # parser drops every line of it ('  "error": {' is no SSE field), so none may be lost.
+    error = b'{\n  "error": {\n    "code": 400,\n    "message": "bad model"\n  }\n}\n'
+    drip = Drip([error[:12], error[12:]], interval=0.02, headers=[EVENT_STREAM])
+    read = read_recorded(drip)
+
+    assert b"".join(read.chunks) == error
+    body = read.recorded[0].response.body
+    assert isinstance(body, JsonBody)
+    assert body.value == {"error": {"code": 400, "message": "bad model"}}
+
+
+def test_an_event_stream_with_lines_no_parser_keeps_is_stored_as_timed_chunks():
+    pieces = [b"data: one\n\n", b"<html>proxy error</html>\n", b"data: two\n\n"]
+    drip = Drip(pieces, interval=0.05, headers=[EVENT_STREAM])
+    read = read_recorded(drip)
+
+    body = read.recorded[0].response.body
+    assert isinstance(body, ChunksBody)
+    assert [chunk["data"] for chunk in body.chunks] == pieces
     assert_stamped_between_send_and_arrival(
         [chunk["t"] for chunk in body.chunks],
         drip.sent_at,
