@@ -13,6 +13,7 @@ from ._cassette import (
 from ._clock import Clock, InstantClock, RealClock
 from ._errors import (
     CassetteError,
+    CassetteExpiredWarning,
     CassetteFormatError,
     CassetteMissError,
     CassetteNotFoundError,
@@ -78,6 +79,7 @@ __all__ = [
     "CancelToken",
     "Cassette",
     "CassetteError",
+    "CassetteExpiredWarning",
     "CassetteFormatError",
     "CassetteMissError",
     "CassetteNotFoundError",

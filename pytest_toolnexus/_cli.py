@@ -282,6 +282,10 @@ def _show(path: Path, out: TextIO, *, with_path: bool = True) -> int:
         file=out,
     )
     for key, value in sorted(cassette.meta.items()):
+        if key == "versions" and isinstance(value, dict):
+            listed = ", ".join(f"{name} {version}" for name, version in sorted(value.items()))
+            print(f"  recorded by: {listed or '(no client library recorded)'}", file=out)
+            continue
         print(f"  {key}: {value}", file=out)
     for number, interaction in enumerate(cassette.interactions):
         request = interaction.request

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "CassetteError",
+    "CassetteExpiredWarning",
     "CassetteFormatError",
     "CassetteMissError",
     "CassetteNotFoundError",
@@ -160,3 +161,7 @@ class CassetteMissError(ToolnexusError):
 
 class ReplayError(ToolnexusError):
     """A recorded interaction could not be replayed as the client asked for it."""
+
+
+class CassetteExpiredWarning(UserWarning):
+    """A cassette is older than its ``max_age``, or has no date to tell its age by."""

@@ -2,6 +2,8 @@
 
 Key order and whitespace never matter; headers do not match unless named; body paths the
 user names are ignored; credential query values are ignored, so a redacted URL still matches.
+``match_on`` narrows what is compared to some of method, scheme, host, port, path, query, body
+and headers: the preset ``"vcrpy"`` compares what vcrpy compares by default (no body).
 Lookups go through a hash index, so the cost of a match does not grow with the cassette.
 """
 
@@ -25,6 +27,8 @@ from ._seam import RequestBody, TransportRequest
 from ._streams import parse_json_text
 
 __all__ = [
+    "MATCH_PARTS",
+    "MATCH_PRESETS",
     "BodyPath",
     "Candidate",
     "Index",
@@ -43,6 +47,50 @@ BodyPath: TypeAlias = tuple[PathPart, ...]
 """A path into a JSON body; ``"*"`` stands for every key or index at that level."""
 
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+MATCH_PARTS: Final = ("method", "scheme", "host", "port", "path", "query", "body", "headers")
+"""What ``match_on`` may name. ``headers`` compares every request header (less
+``ignore_headers`` and ``x-stainless-*``); the others are parts of the request line and body."""
+
+MATCH_PRESETS: Final[dict[str, tuple[str, ...]]] = {
+    "default": ("method", "scheme", "host", "port", "path", "query", "body"),
+    "vcrpy": ("method", "scheme", "host", "port", "path", "query"),
+}
+"""Named ``match_on`` values. ``vcrpy`` is vcrpy's default ``match_on``: the body and the
+headers are not compared."""
+
+_URL_PARTS: Final = frozenset(("scheme", "host", "port", "path", "query"))
+
+
+def match_parts(value: str | Iterable[str]) -> frozenset[str]:
+    """The parts a ``match_on`` value names: a preset name, or a list of :data:`MATCH_PARTS`
+    (vcrpy's ``uri`` stands for scheme, host, port, path and query; ``raw_body`` for body)."""
+    if isinstance(value, str):
+        if value in MATCH_PRESETS:
+            return frozenset(MATCH_PRESETS[value])
+        items: Iterable[str] = [v.strip() for v in value.split(",") if v.strip()]
+    else:
+        items = value
+    parts: set[str] = set()
+    for item in items:
+        name = str(item).strip().lower()
+        if name == "uri":
+            parts |= _URL_PARTS
+        elif name == "raw_body":
+            parts.add("body")
+        elif name in MATCH_PARTS:
+            parts.add(name)
+        else:
+            known = ", ".join((*MATCH_PARTS, "uri"))
+            presets = " or ".join(repr(p) for p in MATCH_PRESETS)
+            raise ValueError(
+                f"match_on cannot compare {item!r}: name a preset ({presets}) or a list of {known}"
+            )
+    if not parts:
+        raise ValueError("match_on names nothing to compare; give a preset or some parts")
+    return frozenset(parts)
+
+
 _ROOT_PART = re.compile(r"\[(?:'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"|(\d+)|(\*))\]")
 
 
@@ -145,6 +193,34 @@ def normalize_url(url: str, masked_query: frozenset[str] = CREDENTIAL_QUERY_PARA
     return urlunsplit((scheme, netloc, parts.path or "/", urlencode(query), ""))
 
 
+@functools.lru_cache(maxsize=4096)
+def _url_key(
+    url: str, masked_query: frozenset[str], ignored_query: frozenset[str], parts: frozenset[str]
+) -> str:
+    """The URL reduced to the parts that are compared: the others are left empty, and
+    ignored query parameters are dropped."""
+    if parts >= _URL_PARTS and not ignored_query:
+        return normalize_url(url, masked_query)
+    split = urlsplit(url)
+    scheme = split.scheme.lower() if "scheme" in parts else ""
+    host = (split.hostname or "").lower() if "host" in parts else ""
+    port = ""
+    if "port" in parts:
+        number = split.port if split.port is not None else _DEFAULT_PORTS.get(split.scheme.lower())
+        port = "" if number is None else str(number)
+    path = (split.path or "/") if "path" in parts else ""
+    query = ""
+    if "query" in parts:
+        query = urlencode(
+            sorted(
+                (name, "" if name.lower() in masked_query else value)
+                for name, value in parse_qsl(split.query, keep_blank_values=True)
+                if name.lower() not in ignored_query
+            )
+        )
+    return f"{scheme}|{host}|{port}|{path}|{query}"
+
+
 @dataclass(frozen=True, slots=True)
 class MatchRules:
     """How requests are compared.
@@ -154,21 +230,65 @@ class MatchRules:
     equal; none are compared by default, and ``x-stainless-*`` never are. A credential header
     (``authorization``, ``x-api-key`` ...) is redacted in the cassette, so naming one only
     requires it to be present.
+
+    ``parts`` is what ``match_on`` named; ``ignore_query`` names query parameters that never
+    matter, and ``ignore_headers`` headers left out when ``headers`` is compared.
     """
 
     ignore_body: tuple[BodyPath, ...] = ()
     match_headers: tuple[str, ...] = ()
     masked_query: frozenset[str] = CREDENTIAL_QUERY_PARAMS
     masked_keys: frozenset[str] = ACCOUNT_KEYS
+    parts: frozenset[str] = frozenset(MATCH_PRESETS["default"])
+    ignore_query: frozenset[str] = frozenset()
+    ignore_headers: frozenset[str] = frozenset()
 
     @classmethod
     def build(
-        cls, *, ignore_body: Iterable[str] = (), match_headers: Iterable[str] = ()
+        cls,
+        *,
+        ignore_body: Iterable[str] = (),
+        match_headers: Iterable[str] = (),
+        match_on: str | Iterable[str] = "default",
+        ignore_query: Iterable[str] = (),
+        ignore_headers: Iterable[str] = (),
     ) -> MatchRules:
         headers = tuple(
             h.lower() for h in match_headers if not h.lower().startswith("x-stainless-")
         )
-        return cls(tuple(parse_body_path(p) for p in ignore_body), headers)
+        return cls(
+            tuple(parse_body_path(p) for p in ignore_body),
+            headers,
+            parts=match_parts(match_on),
+            ignore_query=frozenset(q.lower() for q in ignore_query),
+            ignore_headers=frozenset(h.lower() for h in ignore_headers),
+        )
+
+    @property
+    def preset(self) -> str | None:
+        """The name of the preset these parts make, if they make one."""
+        for name, parts in MATCH_PRESETS.items():
+            if self.parts == frozenset(parts):
+                return name
+        return None
+
+    def url_key(self, url: str) -> str:
+        """The compared form of a URL."""
+        return _url_key(url, self.masked_query, self.ignore_query, self.parts)
+
+    def compared_headers(self, headers: Headers) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """The headers compared when ``match_on`` names ``headers``: every one but the ignored
+        and ``x-stainless-*``, credentials by presence only."""
+        safe = redact_headers(headers)
+        names = sorted(
+            {
+                name.lower()
+                for name in safe
+                if name.lower() not in self.ignore_headers
+                and not name.lower().startswith("x-stainless-")
+            }
+        )
+        return tuple((name, tuple(safe.get_list(name))) for name in names)
 
     def body_value(self, body: RequestBody | Body, *, mask: bool = True) -> tuple[str, Any]:
         """The comparable form of a live or recorded body. ``mask=False`` skips masking
@@ -195,16 +315,21 @@ class MatchRules:
         *,
         mask: bool = True,
     ) -> tuple[Any, ...]:
-        kind, value = self.body_value(body, mask=mask)
-        canonical = _canonical(value) if kind == "json" else value
-        header_values: tuple[tuple[str, ...], ...] = ()
+        if "body" in self.parts:
+            kind, value = self.body_value(body, mask=mask)
+            canonical = _canonical(value) if kind == "json" else value
+        else:
+            kind, canonical = "unmatched", None
+        header_values: tuple[Any, ...] = ()
         if self.match_headers:
             # Credential headers are redacted before a write, so only their presence can match.
             safe = redact_headers(headers)
             header_values = tuple(tuple(safe.get_list(name)) for name in self.match_headers)
+        if "headers" in self.parts:
+            header_values = (*header_values, self.compared_headers(headers))
         return (
-            method.upper(),
-            normalize_url(url, self.masked_query),
+            method.upper() if "method" in self.parts else "",
+            self.url_key(url),
             kind,
             canonical,
             header_values,
@@ -230,6 +355,8 @@ class Candidate:
     differences: tuple[str, ...]
     ignorable: tuple[str, ...]
     played: bool
+    query: tuple[str, ...] = ()
+    """Names of query parameters that differ, which ``ignore_query`` could name."""
 
 
 @dataclass
@@ -339,8 +466,11 @@ class Index:
         for _, _, position in scored[:limit]:
             recorded = self.interactions[position].request
             differences, ignorable = describe_difference(self.rules, recorded, request)
+            query = tuple(
+                name for name, _ in query_differences(self.rules, recorded.url, request.url)
+            )
             result.append(
-                Candidate(position, recorded, differences, ignorable, self.played[position])
+                Candidate(position, recorded, differences, ignorable, self.played[position], query)
             )
         return result
 
@@ -358,21 +488,56 @@ def describe_difference(
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Human lines for each difference, and dotted body paths that could be ignored."""
     lines: list[str] = []
-    if recorded.method.upper() != request.method:
+    if "method" in rules.parts and recorded.method.upper() != request.method:
         lines.append(f"method: recorded {recorded.method}, sent {request.method}")
-    recorded_url = normalize_url(recorded.url, rules.masked_query)
-    sent_url = normalize_url(request.url, rules.masked_query)
-    if recorded_url != sent_url:
+    if rules.url_key(recorded.url) != rules.url_key(request.url):
+        recorded_url = normalize_url(recorded.url, rules.masked_query)
+        sent_url = normalize_url(request.url, rules.masked_query)
         lines.append(f"url: recorded {recorded_url}, sent {sent_url}")
+        lines += [line for _, line in query_differences(rules, recorded.url, request.url)]
     for name in rules.match_headers:
         was = redact_headers(recorded.headers).get_list(name)
         now = redact_headers(request.headers).get_list(name)
         if was != now:
             lines.append(f"header {name}: recorded {was}, sent {now}")
+    if "headers" in rules.parts:
+        was_all = dict(rules.compared_headers(recorded.headers))
+        now_all = dict(rules.compared_headers(request.headers))
+        for name in sorted(set(was_all) | set(now_all)):
+            if was_all.get(name) != now_all.get(name):
+                lines.append(
+                    f"header {name}: recorded {list(was_all.get(name, ()))}, "
+                    f"sent {list(now_all.get(name, ()))}"
+                )
+    if "body" not in rules.parts:
+        return tuple(lines), ()
     body_lines, paths = body_diff(
         rules.body_value(recorded.body), rules.body_value(live_body(request))
     )
     return tuple(lines + body_lines), tuple(paths)
+
+
+def query_differences(rules: MatchRules, recorded_url: str, sent_url: str) -> list[tuple[str, str]]:
+    """Each compared query parameter that differs between two URLs with the same path, with
+    a line saying how."""
+    was = urlsplit(normalize_url(recorded_url, rules.masked_query))
+    now = urlsplit(normalize_url(sent_url, rules.masked_query))
+    if "query" not in rules.parts or was.path != now.path or was.query == now.query:
+        return []
+    before = dict(parse_qsl(was.query, keep_blank_values=True))
+    after = dict(parse_qsl(now.query, keep_blank_values=True))
+    found: list[tuple[str, str]] = []
+    for name in sorted(set(before) | set(after)):
+        if name.lower() in rules.ignore_query or before.get(name) == after.get(name):
+            continue
+        if name not in after:
+            line = f"query {name}: only in the recording ({before[name]!r})"
+        elif name not in before:
+            line = f"query {name}: only in the sent request ({after[name]!r})"
+        else:
+            line = f"query {name}: recorded {before[name]!r}, sent {after[name]!r}"
+        found.append((name, line))
+    return found
 
 
 def body_diff(

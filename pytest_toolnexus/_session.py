@@ -46,6 +46,7 @@ from ._errors import (
 from ._faults import Fault, FaultSet, shape_all
 from ._live import AsyncLiveTransport, LiveTransport
 from ._match import Index, Matcher, MatchRules
+from ._provenance import client_versions
 from ._record import AsyncRecordingTransport, RecordingTransport
 from ._redact import ACCOUNT_KEYS, mask_keys, redact_headers, redact_url
 from ._replay import Plan, Shaper, aplay, play
@@ -174,6 +175,9 @@ class CassetteSession:
         clock_modules: Iterable[types.ModuleType] = (),
         ignore_body: Iterable[str] = (),
         match_headers: Iterable[str] = (),
+        match_on: str | Iterable[str] = "default",
+        ignore_query: Iterable[str] = (),
+        ignore_headers: Iterable[str] = (),
         allow_repeats: bool = False,
         live: Transport | None = None,
         async_live: AsyncTransport | None = None,
@@ -192,7 +196,13 @@ class CassetteSession:
             raise ValueError(f"record mode {record!r} is not one of {', '.join(RECORD_MODES)}")
         self.path = Path(path)
         self.record_mode: RecordMode = record
-        self.rules = MatchRules.build(ignore_body=ignore_body, match_headers=match_headers)
+        self.rules = MatchRules.build(
+            ignore_body=ignore_body,
+            match_headers=match_headers,
+            match_on=match_on,
+            ignore_query=ignore_query,
+            ignore_headers=ignore_headers,
+        )
         self._lock = threading.RLock()
         self._meta = dict(meta or {})
         self._on_unused = on_unused
@@ -205,6 +215,7 @@ class CassetteSession:
         self._faults = FaultSet(faults)
         self.misses: list[CassetteMissError | CassetteNotFoundError] = []
         self.written = False
+        self._discard = False
         self._live = live
         self._async_live = async_live
         self._owned_live: list[LiveTransport] = []
@@ -528,8 +539,10 @@ class CassetteSession:
         else:
             nearest = self._index.nearest(request, limit=1)
             paths: tuple[str, ...] = ()
+            query: tuple[str, ...] = ()
             if nearest:
                 best = nearest[0]
+                query = best.query
                 state = "already played" if best.played else "not yet played"
                 lines += [
                     "",
@@ -548,6 +561,14 @@ class CassetteSession:
                 names = ", ".join(repr(p) for p in paths[:3])
                 fixes.append(
                     f"if those values change from run to run, ignore them: ignore_body=[{names}]"
+                )
+            if query:
+                names = ", ".join(repr(q) for q in query[:3])
+                fixes.append(f"if those query parameters do not matter: ignore_query=[{names}]")
+            if paths and self._meta.get("converted_from") == "vcrpy":
+                fixes.append(
+                    "this cassette was converted from vcrpy, whose default matching never "
+                    "compared bodies; to match as vcrpy did, use match_on='vcrpy'"
                 )
         lines += ["", "How to fix:"] + [f"  - {fix}" for fix in fixes]
         if self._note:
@@ -597,6 +618,24 @@ class CassetteSession:
             ]
 
     @property
+    def play_count(self) -> int:
+        """How many responses were replayed from the cassette (pytest-recording's
+        ``vcr.play_count``)."""
+        with self._lock:
+            return sum(1 for r in self.requests if r.replayed)
+
+    @property
+    def all_played(self) -> bool:
+        """True when every loaded interaction was played (pytest-recording's
+        ``vcr.all_played``)."""
+        return not self.unused()
+
+    def discard_recording(self) -> None:
+        """Write nothing at :meth:`close`: what was recorded is dropped (the plugin does this
+        when a test fails while recording, unless ``record_on_error=True``)."""
+        self._discard = True
+
+    @property
     def recorded(self) -> list[Interaction]:
         """Interactions recorded in this session so far, in the order their requests were sent."""
         with self._lock:
@@ -635,7 +674,7 @@ class CassetteSession:
 
     def _write(self) -> None:
         recorded = self.recorded
-        if not recorded:
+        if not recorded or self._discard:
             return
         with _file_lock(self.path):
             # Another test (or xdist worker) of this run may have written the same cassette
@@ -654,6 +693,7 @@ class CassetteSession:
                 **self._meta,
                 "recorded_at": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
                 "recorded_with": f"pytest-toolnexus {__version__}",
+                "versions": client_versions(),
             }
             if self._run_id is not None:
                 meta["run_id"] = self._run_id

@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from ._faults import Fault
+from ._match import MATCH_PRESETS, match_parts
 from ._session import RECORD_MODES, TIMING_MODES, RecordMode, TimingMode
 
 __all__ = [
+    "EXPIRY_POLICIES",
     "OPTION_NAMES",
     "UNUSED_POLICIES",
     "CassetteOptions",
@@ -23,6 +25,9 @@ __all__ = [
 ]
 
 UNUSED_POLICIES: Final = ("warn", "fail", "ignore")
+EXPIRY_POLICIES: Final = ("warn", "fail", "rerecord")
+_AGE_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_AGE: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _MAX_NAME: Final = 100
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -37,6 +42,9 @@ class CassetteOptions:
     speed: float = 1.0
     ignore_body: tuple[str, ...] = ()
     match_headers: tuple[str, ...] = ()
+    match_on: str | tuple[str, ...] = "default"
+    ignore_query: tuple[str, ...] = ()
+    ignore_headers: tuple[str, ...] = ()
     allow_repeats: bool = False
     allow_hosts: tuple[str, ...] = ()
     unused: str = "warn"
@@ -44,6 +52,9 @@ class CassetteOptions:
     faults: tuple[Fault, ...] = ()
     allow_secrets: tuple[str, ...] = ()
     wire_check: bool = True
+    record_on_error: bool = False
+    max_age: float | None = None
+    on_expired: str = "warn"
 
 
 OPTION_NAMES: Final = tuple(f.name for f in fields(CassetteOptions))
@@ -55,6 +66,38 @@ def _strings(value: Any, option: str, where: str) -> tuple[str, ...]:
     if isinstance(value, Iterable) and all(isinstance(v, str) for v in value):
         return tuple(value)
     raise TypeError(f"{where}: {option} must be a list of strings, got {value!r}")
+
+
+def parse_age(value: Any, where: str) -> float | None:
+    """Seconds from ``max_age``: a number of seconds, or text such as ``"30d"``, ``"12h"``,
+    ``"90m"``, ``"2w"``; an empty value means no limit."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise TypeError(f"{where}: max_age must be a duration such as '30d', got {value!r}")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str) and (found := _AGE.match(value)):
+        seconds = float(found.group(1)) * _AGE_UNITS[found.group(2) or "s"]
+    else:
+        raise TypeError(
+            f"{where}: max_age must be seconds or a duration such as '30d', '12h', '2w', "
+            f"got {value!r}"
+        )
+    if seconds <= 0:
+        raise TypeError(f"{where}: max_age must be more than zero, got {value!r}")
+    return seconds
+
+
+def _match_on(value: Any, where: str) -> str | tuple[str, ...]:
+    if isinstance(value, str) and value.strip() in MATCH_PRESETS:
+        return value.strip()
+    items = _strings(value, "match_on", where)
+    try:
+        match_parts(items)
+    except ValueError as exc:
+        raise TypeError(f"{where}: {exc}") from None
+    return items
 
 
 def layer(base: CassetteOptions, values: Mapping[str, Any], where: str) -> CassetteOptions:
@@ -80,13 +123,33 @@ def layer(base: CassetteOptions, values: Mapping[str, Any], where: str) -> Casse
             isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
         ):
             raise TypeError(f"{where}: speed must be a positive number, got {value!r}")
-        if key in ("allow_repeats", "wire_check") and not isinstance(value, bool):
+        if key == "on_expired" and value not in EXPIRY_POLICIES:
+            raise TypeError(
+                f"{where}: on_expired={value!r} is not one of {', '.join(EXPIRY_POLICIES)}"
+            )
+        if key == "max_age":
+            value = parse_age(value, where)
+            if value is None:
+                changes[key] = None
+                continue
+        if key == "match_on":
+            value = _match_on(value, where)
+        if key in ("allow_repeats", "wire_check", "record_on_error") and not isinstance(
+            value, bool
+        ):
             raise TypeError(f"{where}: {key} must be True or False, got {value!r}")
         if key == "name" and (not isinstance(value, str) or not value.strip()):
             raise TypeError(f"{where}: the cassette name must be a non-empty string")
         if key == "meta" and not isinstance(value, Mapping):
             raise TypeError(f"{where}: meta must be a mapping")
-        if key in ("ignore_body", "match_headers", "allow_hosts", "allow_secrets"):
+        if key in (
+            "ignore_body",
+            "match_headers",
+            "ignore_query",
+            "ignore_headers",
+            "allow_hosts",
+            "allow_secrets",
+        ):
             value = _strings(value, key, where)
         if key == "faults":
             items = (value,) if isinstance(value, Fault) else tuple(value)

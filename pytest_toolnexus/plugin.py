@@ -21,6 +21,8 @@ import pytest
 from . import _hookspecs
 from ._cassette import Cassette, Interaction, RecordedRequest, load_cassette
 from ._patch import AsyncDirectLive, DirectLive, patch_http_clients
+from ._plugin_expiry import CassetteExpiredWarning, expiry
+from ._plugin_vcr import register_vcr_marker, unserved_vcr_marker
 from ._seam import AsyncTransport, Transport, TransportRequest
 from ._session import RECORD_MODES, TIMING_MODES, CassetteSession, UnusedInteractionsWarning
 from ._settings import UNUSED_POLICIES, CassetteOptions, default_cassette_path, layer
@@ -41,6 +43,7 @@ __all__ = [
 _STATS: Final = pytest.StashKey["_Stats"]()
 _RUN_ID: Final = pytest.StashKey[str]()
 _CALL_FAILED: Final = pytest.StashKey[bool]()
+_FAILED: Final = pytest.StashKey[bool]()
 _CI_FALSE: Final = frozenset({"", "0", "false", "no"})
 
 
@@ -52,6 +55,7 @@ class _Stats:
     recorded: set[str] = field(default_factory=set)
     written: set[str] = field(default_factory=set)
     used: set[str] = field(default_factory=set)
+    discarded: set[str] = field(default_factory=set)
     unused: list[tuple[str, str, list[str]]] = field(default_factory=list)
 
     def to_json(self) -> str:
@@ -61,6 +65,7 @@ class _Stats:
                 "recorded": sorted(self.recorded),
                 "written": sorted(self.written),
                 "used": sorted(self.used),
+                "discarded": sorted(self.discarded),
                 "unused": self.unused,
             }
         )
@@ -71,6 +76,7 @@ class _Stats:
         self.recorded.update(data["recorded"])
         self.written.update(data["written"])
         self.used.update(data["used"])
+        self.discarded.update(data["discarded"])
         self.unused.extend((a, b, list(c)) for a, b, c in data["unused"])
 
 
@@ -127,6 +133,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
     )
     parser.addini("cassette_unused", "warn, fail or ignore unused interactions", default="warn")
+    parser.addini(
+        "cassette_match_on",
+        "what requests are matched on: default, vcrpy, or a list of method, scheme, host, "
+        "port, path, query, body, headers",
+        default="default",
+    )
+    parser.addini(
+        "cassette_record_on_error",
+        "write what a test recorded even when the test failed",
+        type="bool",
+        default=False,
+    )
+    parser.addini(
+        "cassette_max_age", "age after which a cassette is expired (e.g. 30d, 12h)", default=""
+    )
+    parser.addini(
+        "cassette_on_expired", "what an expired cassette does: warn, fail, rerecord", default="warn"
+    )
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -137,11 +161,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "cassette(name=None, *, record=, timing=, speed=, ignore_body=, match_headers=, "
-        "allow_repeats=, allow_hosts=, unused=, meta=, faults=, allow_secrets=, wire_check=): "
-        "serve this "
-        "test's httpx/httpx2 "
-        "traffic from a pytest-toolnexus cassette",
+        "match_on=, ignore_query=, ignore_headers=, allow_repeats=, allow_hosts=, unused=, "
+        "meta=, faults=, allow_secrets=, wire_check=, record_on_error=, max_age=, "
+        "on_expired=): serve this test's httpx/httpx2 traffic from a pytest-toolnexus cassette",
     )
+    register_vcr_marker(config)
     config.stash[_STATS] = _Stats()
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "toolnexus_run_id" in workerinput:
@@ -181,6 +205,10 @@ def _ini_options(config: pytest.Config) -> dict[str, Any]:
         "timing": config.getini("cassette_timing"),
         "allow_hosts": config.getini("cassette_allow_hosts"),
         "unused": config.getini("cassette_unused"),
+        "match_on": config.getini("cassette_match_on"),
+        "record_on_error": config.getini("cassette_record_on_error"),
+        "max_age": config.getini("cassette_max_age"),
+        "on_expired": config.getini("cassette_on_expired"),
     }
 
 
@@ -269,6 +297,9 @@ def cassette(
         )
         record = "none"
     path = _cassette_path(item, options)
+    if options.max_age is not None and path.exists():
+        blocked = _in_ci() and config.getoption("cassette_record") is None
+        record = _check_expiry(item, path, options, record, recording_allowed=not blocked)
     if record == "once" and _written_this_run(path, config.stash[_RUN_ID]):
         # A shared cassette that another test of this run (perhaps on another xdist worker)
         # recorded first: it was missing when the run began, so this test records into it too.
@@ -304,6 +335,9 @@ def cassette(
         speed=options.speed,
         ignore_body=options.ignore_body,
         match_headers=options.match_headers,
+        match_on=options.match_on,
+        ignore_query=options.ignore_query,
+        ignore_headers=options.ignore_headers,
         allow_repeats=options.allow_repeats,
         meta=options.meta,
         on_unused="ignore",
@@ -323,12 +357,19 @@ def cassette(
         if started:
             _report(item, session, options)
 
+    def keep_or_discard() -> None:
+        # A test that failed while recording leaves no cassette behind unless asked to.
+        if item.stash.get(_FAILED, False) and not options.record_on_error and session.recorded:
+            session.discard_recording()
+            config.stash[_STATS].discarded.add(_shown(config, path))
+
     # Every undo is registered the moment its patch is in, so a failure anywhere (the clock
     # refusing to start, the test, a teardown step) takes off everything put on before it.
     with contextlib.ExitStack() as undo:
         undo.callback(report)
         undo.callback(live.close)
         undo.callback(session.close)
+        undo.callback(keep_or_discard)
         undo.callback(patch_http_clients(session, options.allow_hosts))
         if session.replay_only:
             undo.callback(
@@ -357,7 +398,11 @@ def cassette_async_transport(cassette: CassetteSession) -> AsyncTransport:
 
 @pytest.fixture(autouse=True)
 def _toolnexus_marker(request: pytest.FixtureRequest) -> None:
-    """Activate the cassette for tests that carry the marker but do not ask for the fixture."""
+    """Activate the cassette for tests that carry the marker but do not ask for the fixture;
+    fail a test whose pytest-recording marker nothing serves."""
+    unserved = unserved_vcr_marker(request.node)
+    if unserved is not None:
+        pytest.fail(unserved, pytrace=False)
     if request.node.get_closest_marker("cassette") is not None:
         request.getfixturevalue("cassette")
 
@@ -370,9 +415,41 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    if report.when == "call" and report.failed:
-        item.stash[_CALL_FAILED] = True
+    if report.failed and report.when in ("setup", "call"):
+        item.stash[_FAILED] = True
+        if report.when == "call":
+            item.stash[_CALL_FAILED] = True
     return report
+
+
+def _check_expiry(
+    item: pytest.Item,
+    path: Path,
+    options: CassetteOptions,
+    record: str,
+    *,
+    recording_allowed: bool,
+) -> Any:
+    """The record mode to use once ``max_age`` has been checked: ``all`` to record an
+    expired cassette again, else ``record``; fails or warns as ``on_expired`` says."""
+    assert options.max_age is not None
+    forced = item.config.getoption("cassette_record")
+    found = expiry(
+        _shown(item.config, path),
+        dict(load_cassette(path).meta),
+        options.max_age,
+        options.on_expired,
+        may_record=recording_allowed and forced in (None, "once", "new", "all"),
+    )
+    if found is None:
+        return record
+    if found.action == "fail":
+        pytest.fail(found.message, pytrace=False)
+    if found.action == "rerecord":
+        warnings.warn(CassetteExpiredWarning(found.message), stacklevel=1)
+        return "all"
+    warnings.warn(CassetteExpiredWarning(found.message), stacklevel=1)
+    return record
 
 
 def _report(item: pytest.Item, session: CassetteSession, options: CassetteOptions) -> None:
@@ -441,6 +518,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     )
     for path in sorted(stats.written):
         write(f"  written: {path}")
+    for path in sorted(stats.discarded):
+        write(
+            f"  not written, its test failed while recording: {path} "
+            "(record_on_error=True keeps such recordings)"
+        )
     if stats.unused:
         write("unused interactions:")
         for nodeid, path, listed in sorted(stats.unused):

@@ -36,7 +36,7 @@ PLUGIN = ("plugin", "_plugin*", "_hookspecs", "_settings", "_patch", "conformanc
 # Lowest first. A module belongs to the first pattern it matches.
 LAYERS: list[tuple[str, ...]] = [
     # 0: leaves
-    ("_version", "_errors", "_headers", "_cfunc"),
+    ("_version", "_errors", "_headers", "_cfunc", "_provenance"),
     # 1: the seam
     ("_cancel", "_seam", "_bodies"),
     # 2: httpx and httpx2 adapters

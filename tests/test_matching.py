@@ -438,3 +438,115 @@ def test_the_bridge_surfaces_a_miss_to_the_client(cassette):
         pytest.raises(CassetteMissError, match="No recorded interaction matches POST"),
     ):
         client.post(URL, json={"unknown": 1})
+
+
+# -- match_on, ignore_query, ignore_headers -----------------------------------------------------
+
+
+def test_the_vcrpy_preset_ignores_the_body_but_not_the_url(cassette):
+    session = cassette(recording(url=URL + "?a=1"), match_on="vcrpy")
+
+    assert send(session, body={"model": "other", "max_tokens": 9}, url=URL + "?a=1").status == 200
+    with pytest.raises(CassetteMissError, match=r"query a: recorded '1', sent '2'"):
+        send(session, body=CHAT, url=URL + "?a=2")
+
+
+def test_the_default_preset_still_compares_the_body(cassette):
+    session = cassette(recording(), match_on="default")
+
+    with pytest.raises(CassetteMissError, match=r"root\['temperature'\]"):
+        send(session, body={**CHAT, "temperature": 1.0})
+
+
+@pytest.mark.parametrize(
+    ("parts", "sent_url", "matches"),
+    [
+        (["method", "path"], "http://other.test:8080/v1/chat/completions?x=1", True),
+        (["method", "host"], "https://api.example.test/v2/else", True),
+        (["method", "host"], "https://elsewhere.test/v1/chat/completions", False),
+        (["uri"], "https://api.example.test:443/v1/chat/completions", True),
+        (["uri"], "http://api.example.test/v1/chat/completions", False),
+        (["method", "scheme", "path"], "https://other.test/v1/chat/completions", True),
+        (["method", "port"], "https://x.test:443/anything", True),
+        (["method", "port"], "https://x.test:8443/anything", False),
+    ],
+)
+def test_match_on_compares_only_the_parts_it_names(cassette, parts, sent_url, matches):
+    session = cassette(recording(), match_on=parts)
+
+    if matches:
+        assert send(session, body={"changed": True}, url=sent_url).status == 200
+    else:
+        with pytest.raises(CassetteMissError):
+            send(session, body={"changed": True}, url=sent_url)
+
+
+def test_match_on_without_method_answers_any_method(cassette):
+    session = cassette(recording(method="POST"), match_on=["path"])
+
+    assert send(session, method="PUT", body=None).status == 200
+
+
+def test_an_unknown_match_on_part_is_refused_with_the_known_ones():
+    with pytest.raises(ValueError, match=r"match_on cannot compare 'verb'.*'vcrpy'.*headers"):
+        MatchRules.build(match_on=["method", "verb"])
+    with pytest.raises(ValueError, match="names nothing"):
+        MatchRules.build(match_on=[])
+
+
+def test_ignore_query_drops_a_parameter_that_sdk_drift_adds(cassette):
+    session = cassette(
+        recording(url=URL + "?api-version=1"), ignore_query=["beta"], match_on="vcrpy"
+    )
+
+    assert send(session, url=URL + "?beta=true&api-version=1").status == 200
+    with pytest.raises(CassetteMissError, match=r"query api-version: recorded '1', sent '2'"):
+        send(session, url=URL + "?beta=true&api-version=2")
+
+
+def test_a_query_miss_suggests_ignore_query_with_the_parameter(cassette):
+    session = cassette(recording(url=URL))
+
+    with pytest.raises(CassetteMissError) as caught:
+        send(session, url=URL + "?beta=true")
+    message = str(caught.value)
+    assert "query beta: only in the sent request ('true')" in message
+    assert "ignore_query=['beta']" in message
+
+
+def test_match_on_headers_compares_every_header_but_the_ignored_ones(cassette):
+    session = cassette(
+        recording(headers=[("accept", "application/json"), ("user-agent", "sdk/1.0")]),
+        match_on=["method", "path", "headers"],
+        ignore_headers=["User-Agent"],
+    )
+
+    with pytest.raises(CassetteMissError, match=r"header accept: recorded \['application/json'\]"):
+        send(session, headers={"accept": "text/plain", "user-agent": "sdk/1.0"})
+    sent = send(
+        session,
+        headers={
+            "accept": "application/json",
+            "user-agent": "sdk/2.0",
+            "x-stainless-retry-count": "1",
+        },
+    )
+    assert sent.status == 200
+
+
+def test_a_body_miss_on_a_converted_vcrpy_cassette_names_the_preset(tmp_path):
+    path = tmp_path / "converted.msgpack"
+    Cassette(path, [recording()], {"converted_from": "vcrpy"}).save()
+    session = CassetteSession(path, record="none", timing="instant", on_unused="ignore")
+    with session, pytest.raises(CassetteMissError) as caught:
+        send(session, body={**CHAT, "max_tokens": 100})
+    assert "converted from vcrpy" in str(caught.value)
+    assert "match_on='vcrpy'" in str(caught.value)
+
+    # The same miss on a cassette recorded here does not mention vcrpy.
+    native = tmp_path / "native.msgpack"
+    Cassette(native, [recording()]).save()
+    session = CassetteSession(native, record="none", timing="instant", on_unused="ignore")
+    with session, pytest.raises(CassetteMissError) as caught:
+        send(session, body={**CHAT, "max_tokens": 100})
+    assert "vcrpy" not in str(caught.value)

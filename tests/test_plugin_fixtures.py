@@ -358,8 +358,9 @@ def test_the_install_is_undone_after_a_failure_or_an_error(project, emulator):
         """
     )
 
-    # test_live_afterwards checks what the failures left behind, so it must run after them
-    in_order = ("-p", "no:randomly")
+    # test_live_afterwards checks what the failures left behind, so it must run after them;
+    # the failing tests keep their recordings so that the replay fails the same way
+    in_order = ("-p", "no:randomly", "-o", "cassette_record_on_error=true")
     recorded = run(project, *in_order, "--cassette-record=once")
     # Patched classes and the socket tripwire are process-wide: replay in a process of its own
     replayed = project.runpytest_subprocess("-p", "no:hypothesispytest", *in_order)

@@ -29,6 +29,7 @@ EXPORTED = [
     "CancelToken",
     "Cassette",
     "CassetteError",
+    "CassetteExpiredWarning",
     "CassetteFormatError",
     "CassetteMissError",
     "CassetteNotFoundError",
