@@ -13,7 +13,7 @@ from ._redact import ACCOUNT_KEYS, CREDENTIAL_HEADERS, CREDENTIAL_QUERY_PARAMS
 __all__ = ["VCRPY_MATCH_ON", "Mapped", "map_option", "match_on_value"]
 
 VCRPY_MATCH_ON: Final = ("method", "scheme", "host", "port", "path", "query")
-_OUR_MATCHERS: Final = (*VCRPY_MATCH_ON, "body")
+_OUR_MATCHERS: Final = (*VCRPY_MATCH_ON, "body", "headers")
 _MATCHER_ALIASES: Final = {
     "uri": ("scheme", "host", "port", "path", "query"),
     "url": ("scheme", "host", "port", "path", "query"),
@@ -134,12 +134,12 @@ def map_option(key: str, node: ast.expr, text: str) -> Mapped:
         pairs = () if matchers is None else (("match_on", _source(matchers)),)
         if not lost:
             return Mapped(pairs)
-        hint = (
-            "; compare headers with match_headers=[...] (names of the headers that must be equal)"
-            if "headers" in lost
-            else "; decide in a pytest_toolnexus_match hook"
+        return Mapped(
+            pairs,
+            f"match_on matcher(s) {lost!r} have no equivalent; decide in a "
+            "pytest_toolnexus_match hook",
+            True,
         )
-        return Mapped(pairs, f"match_on matcher(s) {lost!r} have no equivalent{hint}", True)
     if key == "allow_playback_repeats":
         return Mapped((("allow_repeats", text),))
     if key in ("record_on_exception", "record_on_error"):

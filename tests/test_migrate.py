@@ -351,7 +351,7 @@ def vcr_config():
     return {
         "filter_headers": ["x-internal-token"],
         "before_record_response": scrub,
-        "match_on": ["method", "uri", "headers"],
+        "match_on": ["method", "uri", "headers", "my_matcher"],
         "ignore_localhost": True,
     }
 """
@@ -393,8 +393,8 @@ def test_what_cannot_be_translated_is_listed_with_file_line_and_the_fix(pytester
         "default (only credential headers are); write a pytest_toolnexus_redact hook",
         "  conftest.py:12: vcr_config: before_record_response is a vcrpy callback; write a "
         "pytest_toolnexus_redact hook",
-        "  conftest.py:13: vcr_config: match_on matcher(s) ['headers'] have no equivalent; "
-        "compare headers with match_headers=[...]",
+        "  conftest.py:13: vcr_config: match_on matcher(s) ['my_matcher'] have no equivalent; "
+        "decide in a pytest_toolnexus_match hook",
         "  tests/test_it.py:2: imports vcr; remove it once nothing here uses vcrpy",
         "  tests/test_it.py:8: vcr.data: the cassette fixture has no data",
         "  pytest.ini:2: --record-mode: use --cassette-record (none, once, new, all; "
@@ -404,7 +404,9 @@ def test_what_cannot_be_translated_is_listed_with_file_line_and_the_fix(pytester
     assert "  remove from requirements: requirements-dev.txt:2: pytest-recording>=0.13\n" in out
     assert "  remove from requirements: requirements-dev.txt:3: vcrpy\n" in out
     # and what was translated is in the diff
-    assert '+        "match_on": "vcrpy",' in out
+    assert (
+        '+        "match_on": ["method", "scheme", "host", "port", "path", "query", "headers"],'
+    ) in out
     assert '+        "allow_hosts": ["localhost", "127.0.0.1", "0.0.0.0", "::1"],' in out
     assert '+@pytest.mark.cassette(record="all", allow_repeats=True)' in out
     assert "+def test_reply(cassette):\n+    assert cassette.play_count == 0\n" in out

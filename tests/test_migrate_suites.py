@@ -9,14 +9,7 @@ import sys
 
 import pytest
 
-from pytest_toolnexus._settings import OPTION_NAMES
 from tests.support.migrate_suites import SUITES
-
-# Waiting on the lead's options on main: match_on (and the cassette.play_count compat property).
-pytestmark = pytest.mark.skipif(
-    "match_on" not in OPTION_NAMES,
-    reason="waits for the match_on option (lead, on main); merge main, then this runs",
-)
 
 INNER = ("-p", "no:randomly", "-p", "no:cacheprovider", "-p", "no:xdist")
 
