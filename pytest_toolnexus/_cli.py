@@ -1,5 +1,6 @@
 """The ``pytest-toolnexus`` command line: ``check`` a folder of cassettes, ``show`` one, ``diff``
-two, ``import-vcr`` a vcrpy cassette. docs/cli.md describes each command."""
+two, ``import-vcr`` a vcrpy cassette, ``migrate`` a pytest-recording suite. docs/cli.md
+describes each command."""
 
 from __future__ import annotations
 
@@ -145,6 +146,36 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar="VALUE",
         help="a known fake value that is not a secret (repeatable)",
+    )
+    migrate = commands.add_parser(
+        "migrate",
+        help="move a pytest-recording suite to pytest-toolnexus (a dry run unless --write)",
+        description="Convert every vcrpy cassette of the suite under PATH into the file "
+        "pytest-toolnexus looks up for its test, and rewrite @pytest.mark.vcr, vcr_config, "
+        "vcr_cassette_dir and the vcr fixture. Prints a unified diff and a report of what "
+        "was translated and what was not (with file and line); --write applies it. The suite "
+        "is collected with pytest to learn its test names. Exits 0 when done (or nothing is "
+        "left), 1 when a cassette cannot be converted (nothing is written), 2 when the suite "
+        "cannot be collected. docs/migrating.md explains each translation.",
+    )
+    migrate.add_argument("path", type=Path, metavar="PATH", help="the suite: its rootdir or tests")
+    migrate.add_argument("--write", action="store_true", help="apply the changes")
+    migrate.add_argument(
+        "--force", action="store_true", help="overwrite converted cassettes that differ"
+    )
+    migrate.add_argument(
+        "--allow-secret",
+        action="append",
+        default=[],
+        metavar="VALUE",
+        help="a known fake value that is not a secret (repeatable)",
+    )
+    migrate.add_argument(
+        "--pytest-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="an extra argument for the pytest run that collects the suite (repeatable)",
     )
     return parser
 
@@ -365,6 +396,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _diff(args, sys.stdout, sys.stderr)
     if args.command == "import-vcr":
         return _import_vcr(args, sys.stdout, sys.stderr)
+    if args.command == "migrate":
+        from ._migrate import migrate
+
+        return migrate(
+            args.path,
+            write=args.write,
+            force=args.force,
+            allow_secrets=args.allow_secret,
+            pytest_args=args.pytest_arg,
+            out=sys.stdout,
+            err=sys.stderr,
+        )
     print(f"pytest-toolnexus {__version__}")
     return 0
 

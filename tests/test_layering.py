@@ -46,9 +46,21 @@ LAYERS: list[tuple[str, ...]] = [
     # 4: record, replay and its faults, clocks, matching, the network tripwire, the sessions
     # that compose them, the builder of unrecorded cassettes and the in-process model on it
     (*REPLAY_CORE, "_views*", "_session*", "_expect*", "_build*", "_model*"),
-    # 5: the pytest plugin (with its hooks, settings and client patching), the command line,
+    # 5: the pytest plugin (with its hooks, settings and client patching), the command line
+    # (with import-vcr and migrate),
     # the public package and its public submodules
-    (*PLUGIN, "_cli", "_import_vcr*", "_diff", "__main__", "__init__", "faults", "build", "views"),
+    (
+        *PLUGIN,
+        "_cli",
+        "_import_vcr*",
+        "_migrate*",
+        "_diff",
+        "__main__",
+        "__init__",
+        "faults",
+        "build",
+        "views",
+    ),
 ]
 
 # Imports allowed inside one layer: importer pattern -> patterns it may import. Modules that
@@ -70,7 +82,9 @@ SAME_LAYER: dict[str, tuple[str, ...]] = {
     "_model*": ("_build*",),
     **dict.fromkeys(PLUGIN, PLUGIN),  # so is the plugin
     "__main__": ("_cli",),
-    "_cli": ("_import_vcr*", "_diff"),
+    "_cli": ("_import_vcr*", "_diff", "_migrate"),
+    # migrate: its probe reads the plugin's settings, and it converts with the importer.
+    "_migrate*": ("_settings", "_import_vcr*"),
     "__init__": ("faults", "build", "views"),  # public submodules the package may re-export
 }
 
