@@ -24,6 +24,7 @@ from ._errors import (
     CassetteVersionError,
 )
 from ._headers import Headers
+from ._mask import masked_repr
 from ._seam import JSONValue
 from ._streams import SseEvent, encode_sse_event, parse_json_text
 
@@ -95,6 +96,7 @@ class AnyBody:
         return b""
 
 
+@masked_repr
 @dataclass(frozen=True, slots=True)
 class JsonBody:
     """A JSON document, stored as its value."""
@@ -109,6 +111,7 @@ class JsonBody:
         return _json_line(self.value).encode()
 
 
+@masked_repr
 @dataclass(frozen=True, slots=True)
 class TextBody:
     """A body that is UTF-8 text but not JSON (an HTML error page, plain text)."""
@@ -123,6 +126,7 @@ class TextBody:
         return self.text.encode()
 
 
+@masked_repr
 @dataclass(frozen=True, slots=True)
 class BytesBody:
     """A body that is not text, kept byte for byte."""
@@ -137,6 +141,7 @@ class BytesBody:
         return self.data
 
 
+@masked_repr
 @dataclass(frozen=True, slots=True)
 class SseBody:
     """A ``text/event-stream``: one stored map per event, each with its arrival ``t`` in ms.
@@ -215,6 +220,7 @@ def sse_event_doc(t_ms: float, event: SseEvent, parse: bool = True) -> dict[str,
     return doc
 
 
+@masked_repr
 @dataclass(frozen=True, slots=True)
 class NdjsonBody:
     """Newline-delimited JSON: one stored map per line, each with its arrival ``t`` in ms."""
@@ -247,6 +253,7 @@ class NdjsonBody:
         return b"".join(piece for _, piece in self.pieces())
 
 
+@masked_repr
 @dataclass(frozen=True, slots=True)
 class ChunksBody:
     """Any other stream: byte chunks, each with its arrival ``t`` in ms."""
@@ -335,6 +342,7 @@ def body_from_doc(doc: object, *, timed: bool) -> Body:
 # Interactions
 
 
+@masked_repr
 @dataclass(frozen=True, slots=True)
 class RecordedError:
     """A transport failure: its kind (a :class:`TransportError` name), message and time."""
@@ -358,6 +366,7 @@ class RecordedError:
         )
 
 
+@masked_repr
 @dataclass(frozen=True, slots=True)
 class RecordedRequest:
     """A request as recorded: the body parsed, the headers after redaction."""
@@ -387,6 +396,7 @@ class RecordedRequest:
         )
 
 
+@masked_repr
 @dataclass(frozen=True, slots=True)
 class RecordedResponse:
     """A response as recorded, with its timing in ms from the moment the request was sent.
@@ -458,6 +468,7 @@ def _headers_from(doc: object) -> Headers:
     return Headers.from_checked_pairs(pairs)
 
 
+@masked_repr
 @dataclass(frozen=True, slots=True)
 class Interaction:
     """One request and what came of it: a response, or a transport error before any response."""
@@ -501,6 +512,7 @@ def _reject_ext(code: int, data: bytes) -> Any:
     raise MalformedCassette(f"msgpack extension type {code} is not part of the cassette format")
 
 
+@masked_repr
 @dataclass(slots=True)
 class Cassette:
     """An ordered list of interactions plus metadata, tied to a file path."""

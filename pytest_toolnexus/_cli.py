@@ -209,7 +209,7 @@ def _check(paths: Sequence[Path], allow: Sequence[str], out: TextIO) -> int:
             problems += 1
             print(f"FAIL {path}: {exc}", file=out)
             continue
-        hits = scanner.scan(cassette.interactions)
+        hits = scanner.scan_cassette(cassette.meta, cassette.interactions)
         if hits:
             problems += 1
             print(f"FAIL {path}: {len(hits)} secret(s)", file=out)
@@ -290,7 +290,23 @@ def _body_lines(body: Body, t_end: float, headers: Headers | None = None) -> Ite
             yield f"  {t:9.1f} ms {bar} {text}"
 
 
-def _show(path: Path, out: TextIO, *, with_path: bool = True) -> int:
+class _Masked:
+    """A text stream that masks every secret in what is written through it: ``show`` prints
+    a cassette that may hold one (an old file, or one written before a hook redacted it)."""
+
+    def __init__(self, out: TextIO, scanner: SecretScanner) -> None:
+        self._out = out
+        self._scanner = scanner
+
+    def write(self, text: str) -> int:
+        return self._out.write(self._scanner.mask(text))
+
+    def flush(self) -> None:
+        self._out.flush()
+
+
+def _show(path: Path, stream: TextIO, *, with_path: bool = True) -> int:
+    out: Any = _Masked(stream, SecretScanner())
     try:
         cassette = load_cassette(path)
     except CassetteError as exc:

@@ -21,6 +21,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ._bodies import is_json_type
 from ._cassette import AnyBody, Body, EmptyBody, Interaction, JsonBody, RecordedRequest
+from ._codings import decoded
 from ._headers import Headers
 from ._redact import ACCOUNT_KEYS, CREDENTIAL_QUERY_PARAMS, mask_keys, redact_headers
 from ._seam import RequestBody, TransportRequest
@@ -163,6 +164,8 @@ def live_body(request: TransportRequest) -> RequestBody:
     body = request.body
     if body is None and request.content:
         body = request.content
+    if isinstance(body, bytes) and body and "content-encoding" in request.headers:
+        body = decoded(request.headers, body)[1]  # stored decoded, so compared decoded
     if isinstance(body, bytes) and body and is_json_type(request.headers.get("content-type", "")):
         try:
             ok, value = parse_json_text(body.decode())
@@ -446,8 +449,14 @@ class Index:
     def unused(self) -> list[int]:
         return [i for i, done in enumerate(self.played) if not done]
 
-    def nearest(self, request: TransportRequest, limit: int = 1) -> list[Candidate]:
-        """The recorded requests most like ``request``, closest first."""
+    def nearest(
+        self,
+        request: TransportRequest,
+        limit: int = 1,
+        mask: Callable[[str], str] | None = None,
+    ) -> list[Candidate]:
+        """The recorded requests most like ``request``, closest first. ``mask`` is applied to
+        every string of both bodies before they are diffed and shortened for display."""
         url = normalize_url(request.url, self.rules.masked_query)
         path = urlsplit(url).path
         scored: list[tuple[int, bool, int]] = []
@@ -465,7 +474,7 @@ class Index:
         result: list[Candidate] = []
         for _, _, position in scored[:limit]:
             recorded = self.interactions[position].request
-            differences, ignorable = describe_difference(self.rules, recorded, request)
+            differences, ignorable = describe_difference(self.rules, recorded, request, mask)
             query = tuple(
                 name for name, _ in query_differences(self.rules, recorded.url, request.url)
             )
@@ -484,7 +493,10 @@ _short.maxlevel = 2
 
 
 def describe_difference(
-    rules: MatchRules, recorded: RecordedRequest, request: TransportRequest
+    rules: MatchRules,
+    recorded: RecordedRequest,
+    request: TransportRequest,
+    mask: Callable[[str], str] | None = None,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Human lines for each difference, and dotted body paths that could be ignored."""
     lines: list[str] = []
@@ -511,10 +523,35 @@ def describe_difference(
                 )
     if "body" not in rules.parts:
         return tuple(lines), ()
-    body_lines, paths = body_diff(
-        rules.body_value(recorded.body), rules.body_value(live_body(request))
-    )
+    recorded_body = rules.body_value(recorded.body)
+    sent_body = rules.body_value(live_body(request))
+    if mask is not None:
+        # Masked before the diff shortens anything: a shortened secret is no longer one the
+        # mask would recognise.
+        recorded_body, sent_body = _masked(recorded_body, mask), _masked(sent_body, mask)
+    body_lines, paths = body_diff(recorded_body, sent_body)
     return tuple(lines + body_lines), tuple(paths)
+
+
+def _masked(comparable: tuple[str, Any], mask: Callable[[str], str]) -> tuple[str, Any]:
+    kind, value = comparable
+    if kind == "raw" and isinstance(value, bytes):
+        return kind, mask(value.decode("utf-8", "surrogateescape")).encode(
+            "utf-8", "surrogateescape"
+        )
+    if kind != "json":
+        return comparable
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, str):
+            return mask(item)
+        if isinstance(item, dict):
+            return {mask(k): walk(v) for k, v in item.items()}
+        if isinstance(item, list):
+            return [walk(v) for v in item]
+        return item
+
+    return kind, walk(value)
 
 
 def query_differences(rules: MatchRules, recorded_url: str, sent_url: str) -> list[tuple[str, str]]:

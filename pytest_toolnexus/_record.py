@@ -28,6 +28,7 @@ from ._cassette import (
     sse_event_doc,
 )
 from ._clock import real_monotonic
+from ._codings import decoded
 from ._errors import TransportCancelled, TransportError
 from ._headers import Headers
 from ._seam import (
@@ -86,9 +87,15 @@ def fixed_body(headers: Headers, body: JSONValue | bytes) -> Body:
 
 
 def recorded_request(request: TransportRequest) -> RecordedRequest:
-    """The stored form of a request (before redaction)."""
+    """The stored form of a request (before redaction). A compressed body is stored
+    decoded, so that redaction and the secret scan read it."""
     body: RequestBody = request.body
     stored: Body
+    raw = body if isinstance(body, bytes) else request.content if body is None else None
+    if raw and "content-encoding" in request.headers:
+        headers, plain = decoded(request.headers, raw)
+        if plain is not raw:
+            return RecordedRequest(request.method, request.url, headers, fixed_body(headers, plain))
     if body is None:
         stored = (
             EmptyBody() if not request.content else fixed_body(request.headers, request.content)

@@ -74,13 +74,16 @@ def redact_headers(headers: Headers) -> Headers:
 
 @functools.lru_cache(maxsize=4096)
 def redact_url(url: str) -> str:
-    """The URL with every credential query parameter's value replaced by ``REDACTED``."""
+    """The URL with the password of its userinfo (``user:password@host``) and the value of
+    every credential query parameter replaced by ``REDACTED``."""
     parts = urlsplit(url)
-    if not parts.query:
-        return url
-    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    if at and colon:
+        parts = parts._replace(netloc=f"{user}:{REDACTED}@{hostport}")
+    pairs = parse_qsl(parts.query, keep_blank_values=True) if parts.query else []
     if not any(name.lower() in CREDENTIAL_QUERY_PARAMS for name, _ in pairs):
-        return url
+        return urlunsplit(parts) if at and colon else url
     masked = [
         (name, REDACTED if name.lower() in CREDENTIAL_QUERY_PARAMS else value)
         for name, value in pairs

@@ -14,6 +14,7 @@ from typing import Any, Final, Protocol, TypeAlias, final
 from ._cancel import CancelToken
 from ._errors import ContractError
 from ._headers import Headers
+from ._mask import masked_repr
 
 __all__ = [
     "PUSHED",
@@ -167,6 +168,7 @@ ResponseBody: TypeAlias = JSONValue | bytes | ByteStream | AsyncByteStream | Pus
 """A response body: parsed, bytes, a byte stream, or :data:`PUSHED`."""
 
 
+@masked_repr
 @dataclass(frozen=True, slots=True)
 class TransportRequest:
     """One request crossing the seam.
@@ -198,6 +200,7 @@ class TransportRequest:
             raise TypeError(f"TransportRequest.content must be bytes, got {type(self.content)}")
 
 
+@masked_repr
 @dataclass(frozen=True, slots=True)
 class TransportResponse:
     """One response crossing the seam. A status is a value: 429 and 500 are responses."""

@@ -8,8 +8,6 @@ the secret itself is never printed.
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -24,26 +22,17 @@ from ._cassette import (
     SseBody,
     TextBody,
 )
-
-__all__ = ["PATTERNS", "SecretHit", "SecretScanner"]
-
-PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
-    ("an Anthropic API key (sk-ant-...)", re.compile(r"sk-ant-[A-Za-z0-9_-]{20,}")),
-    ("an OpenAI project key (sk-proj-...)", re.compile(r"sk-proj-[A-Za-z0-9_-]{20,}")),
-    ("an OpenAI-style API key (sk-...)", re.compile(r"\bsk-[A-Za-z0-9_-]{20,}")),
-    ("a Google API key (AIza...)", re.compile(r"AIza[0-9A-Za-z_-]{35}")),
-    ("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    (
-        "a JSON Web Token",
-        re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
-    ),
-    ("a private key block", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")),
-    ("a bearer token", re.compile(r"\b[Bb]earer\s+[A-Za-z0-9._~+/-]{16,}=*")),
+from ._mask import (
+    PATTERNS,
+    credential_environment,
+    is_credential_name,
 )
-"""What a secret looks like: a description, and the pattern."""
 
-_ENV_NAME: Final = re.compile(r"(?:_API_KEY|_TOKEN|_SECRET|_PASSWORD)$", re.IGNORECASE)
-_MIN_ENV_VALUE: Final = 8
+__all__ = ["PATTERNS", "SecretHit", "SecretScanner", "credential_environment", "is_credential_name"]
+
+# The patterns and the credential-name rule live in a leaf module, so that the reprs of the
+# cassette and seam types can mask with them too.
+
 _HIDDEN: Final = "<secret>"
 
 
@@ -51,11 +40,14 @@ _HIDDEN: Final = "<secret>"
 class SecretHit:
     """One secret found: where it sits and what it looks like (never the value)."""
 
-    interaction: int
+    interaction: int | None
+    """The interaction's position; None for the cassette's ``meta``."""
     path: str
     kind: str
 
     def __str__(self) -> str:
+        if self.interaction is None:
+            return f"{self.path}: {self.kind}"
         return f"interaction #{self.interaction}, {self.path}: {self.kind}"
 
 
@@ -67,18 +59,17 @@ class SecretScanner:
     """
 
     def __init__(
-        self, *, allow: Iterable[str] = (), environ: Mapping[str, str] | None = None
+        self,
+        *,
+        allow: Iterable[str] = (),
+        environ: Mapping[str, str] | None = None,
+        seen: Iterable[tuple[str, str]] = (),
     ) -> None:
         self._allow = tuple(a for a in allow if a)
-        env = os.environ if environ is None else environ
-        self._env_values = sorted(
-            {
-                (name, value)
-                for name, value in env.items()
-                if _ENV_NAME.search(name) and len(value) >= _MIN_ENV_VALUE
-            },
-            key=lambda pair: -len(pair[1]),
-        )
+        # ``seen``: credential values captured earlier (when each request was sent), which a
+        # monkeypatch may have taken out of the environment by the time of the scan.
+        pairs = {*credential_environment(environ).items(), *seen}
+        self._env_values = sorted(pairs, key=lambda pair: -len(pair[1]))
 
     def _allowed(self, text: str, start: int, end: int) -> bool:
         found = text[start:end]
@@ -123,6 +114,21 @@ class SecretScanner:
                 if kind is not None:
                     hits.append(SecretHit(number, self._scrub(path), kind))
         return hits
+
+    def scan_meta(self, meta: Mapping[str, Any]) -> list[SecretHit]:
+        """Every hit in a cassette's ``meta`` (keys and values, at any depth)."""
+        hits: list[SecretHit] = []
+        for path, text in _json_leaves(dict(meta), "meta"):
+            kind = self.kind_of(text)
+            if kind is not None:
+                hits.append(SecretHit(None, self._scrub(path), kind))
+        return hits
+
+    def scan_cassette(
+        self, meta: Mapping[str, Any], interactions: Iterable[Interaction]
+    ) -> list[SecretHit]:
+        """Every hit in a cassette: its ``meta``, then its interactions."""
+        return [*self.scan_meta(meta), *self.scan(interactions)]
 
     def _scrub(self, path: str) -> str:
         """``path`` with every secret in it (a map key can be one) replaced by a placeholder,

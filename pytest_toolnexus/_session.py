@@ -50,7 +50,7 @@ from ._record import AsyncRecordingTransport, RecordingTransport
 from ._redact import ACCOUNT_KEYS, mask_keys, redact_headers, redact_url
 from ._replay import Plan, Shaper, aplay, play
 from ._seam import AsyncTransport, RequestBody, Transport, TransportRequest, TransportResponse
-from ._secrets import SecretScanner
+from ._secrets import SecretScanner, credential_environment
 from ._timepatch import install as install_clock
 from ._timepatch import observe_sleeps
 from ._version import __version__
@@ -139,19 +139,22 @@ class _Turn:
     shape: Shaper | None
 
 
-def _summary(request: TransportRequest) -> str:
+def _summary(request: TransportRequest, scanner: SecretScanner) -> str:
+    """The request body for a miss message: masked whole, then cut, so a cut never leaves
+    part of a secret that the mask would no longer recognise."""
     body = request.body
     if body is None:
         return "(no body)"
     if isinstance(body, bytes):
-        text = repr(body[:_BODY_PREVIEW])
-        size, cut = len(body), len(body) > _BODY_PREVIEW
+        size = len(body)
+        full = repr(body)
     else:
         full = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
-        size, cut = len(full.encode()), len(full) > _BODY_PREVIEW
-        text = full[:_BODY_PREVIEW]
-    more = f" ... ({size} bytes in all)" if cut else ""
-    return text + more
+        size = len(full.encode())
+    masked = scanner.mask(full)
+    if len(masked) <= _BODY_PREVIEW:
+        return masked
+    return f"{masked[:_BODY_PREVIEW]} ... ({size} bytes in all)"
 
 
 class CassetteSession:
@@ -215,6 +218,9 @@ class CassetteSession:
         self.misses: list[CassetteMissError] = []
         self.written = False
         self._discard = False
+        # Credential values in the environment when each request was sent (recording only):
+        # the scan at write time must find a key a test set and a monkeypatch took away.
+        self._seen_env: set[tuple[str, str]] = set()
         self._live = live
         self._async_live = async_live
         self._owned_live: list[LiveTransport] = []
@@ -434,7 +440,12 @@ class CassetteSession:
         for fault in faults:
             self._faults.add(fault)
 
+    def _scanner(self) -> SecretScanner:
+        return SecretScanner(allow=self._allow_secrets, seen=self._seen_env)
+
     def _begin(self, request: TransportRequest) -> _Turn:
+        if self._may_record:
+            self._seen_env.update(credential_environment().items())
         if self._closed:
             raise RuntimeError(
                 f"cassette {self.path} is closed; {request.method} {request.url} came after "
@@ -513,12 +524,13 @@ class CassetteSession:
         return keep
 
     def _miss(self, request: TransportRequest) -> CassetteMissError:
+        scanner = self._scanner()
         total = len(self._index.interactions)
         played = sum(self._index.played)
         lines = [
             f"No recorded interaction matches {request.method} {redact_url(request.url)}",
             "",
-            f"  request body:  {_summary(request)}",
+            f"  request body:  {_summary(request, scanner)}",
             f"  cassette:      {self.path} ({total} interaction(s), {played} already played)",
             f"  record mode:   {self.record_mode}",
         ]
@@ -536,7 +548,7 @@ class CassetteSession:
                 "or let a request replay more than once: allow_repeats=True",
             ]
         else:
-            nearest = self._index.nearest(request, limit=1)
+            nearest = self._index.nearest(request, limit=1, mask=scanner.mask)
             paths: tuple[str, ...] = ()
             query: tuple[str, ...] = ()
             if nearest:
@@ -573,9 +585,7 @@ class CassetteSession:
         if self._note:
             lines += ["", self._note]
         # The message quotes the request: keep any secret in it out of logs and CI output.
-        return CassetteMissError(
-            SecretScanner(allow=self._allow_secrets).mask("\n".join(lines)), path=str(self.path)
-        )
+        return CassetteMissError(scanner.mask("\n".join(lines)), path=str(self.path))
 
     # -- end of use -----------------------------------------------------------------------
 
@@ -706,7 +716,7 @@ class CassetteSession:
             self.written = True
 
     def _refuse_secrets(self, cassette: Cassette) -> None:
-        hits = SecretScanner(allow=self._allow_secrets).scan(cassette.interactions)
+        hits = self._scanner().scan_cassette(cassette.meta, cassette.interactions)
         if not hits:
             return
         listing = "\n".join(f"  - {hit}" for hit in hits[:10])

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ._faults import Fault
+from ._mask import masked_repr
 from ._match import MATCH_PRESETS, match_parts
 from ._session import RECORD_MODES, TIMING_MODES, RecordMode, TimingMode
 
@@ -32,6 +33,7 @@ _MAX_NAME: Final = 100
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+@masked_repr
 @dataclass(frozen=True, slots=True)
 class CassetteOptions:
     """Everything a test's cassette can be told. See docs/pytest.md for each option."""

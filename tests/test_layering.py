@@ -36,9 +36,9 @@ PLUGIN = ("plugin", "_plugin*", "_hookspecs", "_settings", "_patch", "conformanc
 # Lowest first. A module belongs to the first pattern it matches.
 LAYERS: list[tuple[str, ...]] = [
     # 0: leaves
-    ("_version", "_errors", "_headers", "_cfunc", "_provenance"),
+    ("_version", "_errors", "_headers", "_cfunc", "_provenance", "_mask"),
     # 1: the seam
-    ("_cancel", "_seam", "_bodies"),
+    ("_cancel", "_seam", "_bodies", "_codings"),
     # 2: httpx and httpx2 adapters
     ("_compat", "_live", "_bridge"),
     # 3: the store
@@ -66,6 +66,7 @@ LAYERS: list[tuple[str, ...]] = [
 # Imports allowed inside one layer: importer pattern -> patterns it may import. Modules that
 # match one wildcard pattern (``_record`` and ``_record_tee``) may always import each other.
 SAME_LAYER: dict[str, tuple[str, ...]] = {
+    "_headers": ("_mask",),
     "_seam": ("_cancel",),
     "_bodies": ("_seam",),
     "_live": ("_compat",),

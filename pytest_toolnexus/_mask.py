@@ -1,0 +1,90 @@
+"""What a secret looks like, and masking it in text: the patterns of secret-shaped strings,
+the rule for credential-like environment variable names, and :func:`masked_repr`, which makes
+a type's ``repr`` mask both, so that no frame pytest prints (``-l``) shows a secret that the
+scan would refuse."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from typing import Final, TypeVar
+
+__all__ = [
+    "PATTERNS",
+    "credential_environment",
+    "is_credential_name",
+    "mask_text",
+    "masked_repr",
+]
+
+PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
+    ("an Anthropic API key (sk-ant-...)", re.compile(r"sk-ant-[A-Za-z0-9_-]{20,}")),
+    ("an OpenAI project key (sk-proj-...)", re.compile(r"sk-proj-[A-Za-z0-9_-]{20,}")),
+    ("an OpenAI-style API key (sk-...)", re.compile(r"\bsk-[A-Za-z0-9_-]{20,}")),
+    ("a Google API key (AIza...)", re.compile(r"AIza[0-9A-Za-z_-]{35}")),
+    ("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    (
+        "a JSON Web Token",
+        re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    ),
+    ("a private key block", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")),
+    ("a bearer token", re.compile(r"\b[Bb]earer\s+[A-Za-z0-9._~+/-]{16,}=*")),
+)
+"""What a secret looks like: a description, and the pattern."""
+
+_ENV_NAME: Final = re.compile(
+    r"(?:^|_)(?:API_?KEY|KEY|SECRET|TOKEN|PASSWORD|PASSWD|PASS|PWD|CREDENTIALS?)(?:_|$)",
+    re.IGNORECASE,
+)
+"""A credential-like environment variable name: one whose ``_``-separated words include
+``KEY``, ``API_KEY``/``APIKEY``, ``SECRET``, ``TOKEN``, ``PASSWORD``, ``PASSWD``, ``PASS``,
+``PWD`` or ``CREDENTIAL(S)`` (``OPENAI_API_KEY``, ``AWS_SECRET_ACCESS_KEY``,
+``GITHUB_TOKEN``, ``DB_PASSWORD``, ``GOOGLE_APPLICATION_CREDENTIALS``). ``PWD`` alone, the
+shell's working directory, is not one: see :data:`_NOT_CREDENTIALS`."""
+
+_NOT_CREDENTIALS: Final = frozenset({"PWD", "OLDPWD"})
+"""Names that match the word rule but hold no secret."""
+_MIN_ENV_VALUE: Final = 8
+
+
+def is_credential_name(name: str) -> bool:
+    """Whether an environment variable of this name is treated as holding a credential."""
+    return name.upper() not in _NOT_CREDENTIALS and _ENV_NAME.search(name) is not None
+
+
+def credential_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The credential-like variables of ``environ`` (``os.environ`` by default) whose values
+    are long enough to look for."""
+    env = os.environ if environ is None else environ
+    return {
+        name: value
+        for name, value in env.items()
+        if len(value) >= _MIN_ENV_VALUE and is_credential_name(name)
+    }
+
+
+def mask_text(text: str) -> str:
+    """``text`` with every secret-shaped string and every credential environment value in it
+    replaced by ``[secret]``."""
+    for value in sorted(credential_environment().values(), key=len, reverse=True):
+        if value in text:
+            text = text.replace(value, "[secret]")
+    for _, pattern in PATTERNS:
+        text = pattern.sub("[secret]", text)
+    return text
+
+
+_T = TypeVar("_T", bound=type)
+
+
+def masked_repr(cls: _T) -> _T:
+    """Make ``cls``'s ``repr`` (a dataclass's generated one, say) mask secrets."""
+    plain: Callable[[object], str] = cls.__dict__["__repr__"]
+
+    def __repr__(self: object) -> str:
+        return mask_text(plain(self))
+
+    __repr__.__qualname__ = f"{cls.__qualname__}.__repr__"
+    cls.__repr__ = __repr__  # type: ignore[assignment]
+    return cls
