@@ -26,6 +26,7 @@ from ._errors import (
 from ._headers import Headers
 from ._mask import masked_repr
 from ._seam import JSONValue
+from ._sniff import looks_like
 from ._streams import SseEvent, encode_sse_event, parse_json_text
 
 __all__ = [
@@ -594,11 +595,19 @@ class Cassette:
         except MalformedCassette as exc:
             raise CassetteFormatError(f"cassette {where} is corrupt: {exc}", path=where) from exc
         except msgpack.ExtraData as exc:
+            seen = looks_like(data)
             raise CassetteFormatError(
-                f"cassette {where} has trailing bytes after the document; it is corrupt",
+                f"{where} is not a pytest-toolnexus cassette: {seen}"
+                if seen
+                else f"cassette {where} has trailing bytes after the document; it is corrupt",
                 path=where,
             ) from exc
         except (ValueError, msgpack.UnpackException, TypeError, RecursionError) as exc:
+            seen = looks_like(data)
+            if seen:
+                raise CassetteFormatError(
+                    f"{where} is not a pytest-toolnexus cassette: {seen}", path=where
+                ) from exc
             if "max_ext_len" in str(exc):
                 raise CassetteFormatError(
                     f"cassette {where} is corrupt: it holds a msgpack extension type (such as "
@@ -611,6 +620,11 @@ class Cassette:
                 path=where,
             ) from exc
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            seen = looks_like(data)
+            if seen and not isinstance(doc, dict):
+                raise CassetteFormatError(
+                    f"{where} is not a pytest-toolnexus cassette: {seen}", path=where
+                )
             raise CassetteFormatError(
                 f"{where} is not a pytest-toolnexus cassette (no format marker "
                 f"{FORMAT!r}); is it a file from another tool?",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -65,6 +66,13 @@ def _parser() -> argparse.ArgumentParser:
         "headers, body and timing. With --no-path, suitable as a git textconv driver.",
     )
     show.add_argument("path", type=Path)
+    show.add_argument(
+        "--width",
+        type=_width,
+        default=_PREVIEW,
+        metavar="N",
+        help=f"characters of each stream row's text (default {_PREVIEW})",
+    )
     show.add_argument(
         "--no-path",
         action="store_true",
@@ -180,6 +188,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _width(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 10:
+        raise argparse.ArgumentTypeError("the width must be at least 10 characters")
+    return value
+
+
 def _milliseconds(text: str) -> float:
     try:
         value = float(text)
@@ -248,12 +266,57 @@ def _unparsed_answers(cassette: Cassette) -> list[str]:
     return problems
 
 
-def _short(value: Any) -> str:
+def _short(value: Any, width: int = _PREVIEW) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 3] + "..."
+    return text if len(text) <= width else text[: max(width - 3, 1)] + "..."
 
 
-def _body_lines(body: Body, t_end: float, headers: Headers | None = None) -> Iterator[str]:
+def _leaves(value: Any) -> dict[str, Any]:
+    """A JSON value's scalar leaves by dotted path (``choices.0.delta.content``)."""
+    found: dict[str, Any] = {}
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, dict) and item:
+            stack.extend((f"{path}.{k}" if path else str(k), v) for k, v in item.items())
+        elif isinstance(item, list) and item:
+            stack.extend((f"{path}.{i}" if path else str(i), v) for i, v in enumerate(item))
+        else:
+            found[path] = item
+    return dict(sorted(found.items()))
+
+
+def _distinct(payloads: list[Any], width: int) -> list[str]:
+    """One row of text per stream piece. JSON pieces show only the leaves that are not the
+    same in every piece (an OpenAI chunk's ``id``, ``model`` and ``created`` repeat; its
+    delta does not), so the rows tell the pieces apart."""
+    flat = [_leaves(p) if isinstance(p, dict | list) else None for p in payloads]
+    structured = [f for f in flat if f is not None]
+    constant: set[str] = set()
+    if len(structured) >= 2:
+        first = structured[0]
+        constant = {
+            path
+            for path, value in first.items()
+            if all(path in other and other[path] == value for other in structured[1:])
+        }
+    rows = []
+    for payload, leaves in zip(payloads, flat, strict=True):
+        if leaves is None:
+            rows.append(_short(payload, width))
+            continue
+        shown = ", ".join(
+            f"{path}={json.dumps(value, ensure_ascii=False)}"
+            for path, value in leaves.items()
+            if path not in constant
+        )
+        rows.append(_short(shown or "(the same as every other piece)", width))
+    return rows
+
+
+def _body_lines(
+    body: Body, t_end: float, headers: Headers | None = None, width: int = _PREVIEW
+) -> Iterator[str]:
     if isinstance(body, EmptyBody):
         length = None if headers is None else headers.get("content-length")
         if length is None or length.strip() == "0":
@@ -270,15 +333,14 @@ def _body_lines(body: Body, t_end: float, headers: Headers | None = None) -> Ite
     elif isinstance(body, SseBody | NdjsonBody | ChunksBody):
         rows: list[tuple[float, str]] = []
         if isinstance(body, SseBody):
-            for event in body.events:
-                label = f"{event.get('event') or 'message'}: " if event.get("event") else ""
-                payload = event.get("data", event.get("text", ""))
-                rows.append((float(event.get("t", 0.0)), label + _short(payload)))
+            labels = [f"{e['event']}: " if e.get("event") else "" for e in body.events]
+            texts = _distinct([e.get("data", e.get("text", "")) for e in body.events], width)
+            for event, label, text in zip(body.events, labels, texts, strict=True):
+                rows.append((float(event.get("t", 0.0)), label + text))
         elif isinstance(body, NdjsonBody):
-            for line in body.lines:
-                rows.append(
-                    (float(line.get("t", 0.0)), _short(line.get("value", line.get("text"))))
-                )
+            texts = _distinct([line.get("value", line.get("text")) for line in body.lines], width)
+            for line, text in zip(body.lines, texts, strict=True):
+                rows.append((float(line.get("t", 0.0)), text))
         else:
             for chunk in body.chunks:
                 rows.append((float(chunk.get("t", 0.0)), f"{len(chunk.get('data', b''))} bytes"))
@@ -305,7 +367,7 @@ class _Masked:
         self._out.flush()
 
 
-def _show(path: Path, stream: TextIO, *, with_path: bool = True) -> int:
+def _show(path: Path, stream: TextIO, *, with_path: bool = True, width: int = _PREVIEW) -> int:
     out: Any = _Masked(stream, SecretScanner())
     try:
         cassette = load_cassette(path)
@@ -344,7 +406,7 @@ def _show(path: Path, stream: TextIO, *, with_path: bool = True) -> int:
         for name, value in response.headers.multi_items():
             print(f"  {name}: {value}", file=out)
         try:
-            for line in _body_lines(response.body, response.t_end, response.headers):
+            for line in _body_lines(response.body, response.t_end, response.headers, width):
                 print(line, file=out)
         except (TypeError, ValueError, AttributeError) as exc:
             print(f"  (body cannot be shown: {exc})", file=out)
@@ -401,13 +463,32 @@ def _import_vcr(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     )
 
 
+_BROKEN_PIPE = 141
+"""The exit code of a command whose reader went away (``show FILE | head``): 128 + SIGPIPE,
+as a shell reports a command that SIGPIPE ended."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
+    try:
+        code = _run(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader closed the pipe (``| head``): stop quietly. Point stdout at /dev/null so
+        # the interpreter's last flush at exit does not complain about the same pipe again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return _BROKEN_PIPE
+    return code
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "check":
         return _check(args.paths, args.allow_secret, sys.stdout)
     if args.command == "show":
-        return _show(args.path, sys.stdout, with_path=not args.no_path)
+        return _show(args.path, sys.stdout, with_path=not args.no_path, width=args.width)
     if args.command == "diff":
         return _diff(args, sys.stdout, sys.stderr)
     if args.command == "import-vcr":

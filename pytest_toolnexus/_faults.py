@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
 from ._cassette import (
+    BytesBody,
     EmptyBody,
     Interaction,
     JsonBody,
@@ -177,8 +178,13 @@ class PrependFault(Fault):
             body = JsonBody(dict(self.body))
             headers.append(("content-type", "application/json"))
         elif isinstance(self.body, bytes):
-            body = TextBody(self.body.decode()) if self.body else EmptyBody()
-            headers.append(("content-type", "text/plain"))
+            try:
+                body = TextBody(self.body.decode()) if self.body else EmptyBody()
+                headers.append(("content-type", "text/plain"))
+            except UnicodeDecodeError:
+                # Not text: served as the bytes given.
+                body = BytesBody(self.body)
+                headers.append(("content-type", "application/octet-stream"))
         else:
             body = TextBody(self.body)
             headers.append(("content-type", "text/plain"))

@@ -16,7 +16,16 @@ PACKAGE = "pytest_toolnexus"
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / PACKAGE
 
 # The cassette store, with the framing, redaction and secret scan it applies before a write.
-STORE = ("_cassette", "_cassette_*", "_store*", "_format*", "_streams", "_redact", "_secrets")
+STORE = (
+    "_cassette",
+    "_cassette_*",
+    "_store*",
+    "_format*",
+    "_streams",
+    "_redact",
+    "_secrets",
+    "_sniff",
+)
 
 # What a session composes.
 REPLAY_CORE = (

@@ -26,7 +26,7 @@ from pytest_toolnexus import (
     load_cassette,
 )
 from pytest_toolnexus._cli import main as cli
-from pytest_toolnexus._redact import redact_url
+from pytest_toolnexus._redact import ACCOUNT_KEYS, redact_url
 from pytest_toolnexus._secrets import SecretScanner, is_credential_name
 from tests.test_secret_scan import FAKES, JSON
 
@@ -88,7 +88,8 @@ CODINGS = {
 @settings(max_examples=25, deadline=None)
 @given(
     value=st.dictionaries(
-        st.text(min_size=1, max_size=8),
+        # Account keys are masked on purpose (ADR 0027), so they would not read back equal.
+        st.text(min_size=1, max_size=8).filter(lambda key: key not in ACCOUNT_KEYS),
         st.integers(-(2**53), 2**53) | st.text(max_size=20),
         max_size=5,
     )
