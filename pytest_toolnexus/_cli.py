@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ._cassette import (
     Body,
@@ -29,6 +29,9 @@ from ._errors import CassetteError
 from ._headers import Headers
 from ._secrets import SecretScanner
 from ._version import __version__
+
+if TYPE_CHECKING:
+    from ._import_vcr_fixture import AnsweredRequest
 from ._views import ViewError, provider_of, view
 
 __all__ = ["main"]
@@ -127,7 +130,9 @@ def _parser() -> argparse.ArgumentParser:
         "redacted as a recording redacts them. A field import-vcr does not understand is an "
         "error naming the file, the interaction and the field: nothing is ever dropped or "
         "imported as an empty body. Nothing is written for a file with an error or a "
-        "remaining secret. With one SRC file: SRC [DEST]. With folders, several SRC, or "
+        "remaining secret. A response-only fixture ({status, headers, body}, no request) is "
+        "imported only with --request, as the answer to that request. With one SRC file: "
+        "SRC [DEST]. With folders, several SRC, or "
         "--out: each cassette is converted on its own and reported, and the exit code is 1 "
         "if any failed. Exits 0 when everything was written, 1 when something was refused, "
         "2 when a single SRC cannot be read or nothing was found.",
@@ -154,6 +159,14 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar="VALUE",
         help="a known fake value that is not a secret (repeatable)",
+    )
+    vcr.add_argument(
+        "--request",
+        type=_answered_request,
+        metavar='"METHOD URL"',
+        help="the request each response-only fixture ({status, headers, body}) answers, "
+        'e.g. "POST https://api.anthropic.com/v1/messages"; it is stored with an any '
+        "body, which matches whatever body is sent (vcrpy cassettes ignore it)",
     )
     migrate = commands.add_parser(
         "migrate",
@@ -441,25 +454,44 @@ def _diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0 if result.equal else 1
 
 
+def _answered_request(text: str) -> AnsweredRequest:
+    """``--request``'s value as the request a response-only fixture answers."""
+    from ._import_vcr_fixture import AnsweredRequest
+
+    try:
+        return AnsweredRequest.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
 def _import_vcr(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from ._import_vcr import import_vcr
     from ._import_vcr_batch import import_many
 
     paths: list[Path] = args.paths
     single = args.out is None and not paths[0].is_dir()
-    if single and len(paths) == 2 and paths[1].suffix == ".msgpack":
+    one_file = single and (len(paths) == 1 or (len(paths) == 2 and paths[1].suffix == ".msgpack"))
+    if one_file:
         return import_vcr(
-            paths[0], paths[1], force=args.force, allow_secrets=args.allow_secret, out=out, err=err
-        )
-    if single and len(paths) == 1:
-        return import_vcr(
-            paths[0], None, force=args.force, allow_secrets=args.allow_secret, out=out, err=err
+            paths[0],
+            paths[1] if len(paths) == 2 else None,
+            force=args.force,
+            allow_secrets=args.allow_secret,
+            out=out,
+            err=err,
+            request=args.request,
         )
     if args.out is not None and any(path.suffix == ".msgpack" for path in paths):
         print("error: give either --out OUTDIR or one SRC with its DEST, not both", file=err)
         return 2
     return import_many(
-        paths, args.out, force=args.force, allow_secrets=args.allow_secret, out=out, err=err
+        paths,
+        args.out,
+        force=args.force,
+        allow_secrets=args.allow_secret,
+        out=out,
+        err=err,
+        request=args.request,
     )
 
 

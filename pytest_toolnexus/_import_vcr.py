@@ -8,6 +8,9 @@ The secret scan then runs over the result, and nothing is written while it finds
 
 vcrpy keeps no timing, so every SSE event and NDJSON line is stamped ``t = 0`` and each response
 has ``t_headers = t_end = 0``: on replay the whole body is there at once.
+
+A response-only fixture (``{status, headers, body}``, :mod:`._import_vcr_fixture`) goes through
+the same steps, as the answer to the request the user names.
 """
 
 from __future__ import annotations
@@ -41,12 +44,14 @@ from ._import_vcr_body import (
     request_body,
     response_body,
 )
+from ._import_vcr_fixture import FIXTURE_SOURCE, AnsweredRequest, fixture_response
 from ._import_vcr_read import VcrImportError, default_dest, read_vcr
 from ._redact import redact_url
 from ._secrets import SecretScanner
 from ._version import __version__
 
 __all__ = [
+    "AnsweredRequest",
     "VcrImportError",
     "convert",
     "default_dest",
@@ -209,9 +214,16 @@ def _response(raw: Mapping[str, Any], request: RecordedRequest) -> tuple[Recorde
     return response, f", {note}" if note else ""
 
 
-def _convert_one(raw: object) -> tuple[Interaction, str]:
-    """One vcrpy interaction as a stored interaction (before redaction), and a note on the
-    encodings decoded from its response body."""
+def _convert_one(raw: object, answers: AnsweredRequest | None) -> tuple[Interaction, str]:
+    """One vcrpy interaction (or, when ``answers`` is given, a response-only fixture) as a
+    stored interaction (before redaction), and a note on the encodings decoded from its
+    response body."""
+    if answers is not None:
+        if not isinstance(raw, Mapping):
+            raise BodyProblem("the fixture is not a map")
+        request = answers.recorded()
+        response, note = _response(fixture_response(raw), request)
+        return Interaction(request, response), f"{note}, any request body"
     if not isinstance(raw, Mapping):
         raise BodyProblem("the interaction is not a map")
     _check_keys(raw, INTERACTION_KEYS, "the interaction")
@@ -242,8 +254,11 @@ def _kind(response: RecordedResponse) -> str:
     return body.kind
 
 
-def _label(raw: object) -> str:
-    """``METHOD URL`` of a raw interaction, with credential query values redacted."""
+def _label(raw: object, answers: AnsweredRequest | None) -> str:
+    """``METHOD URL`` of a raw interaction (or of the request a fixture answers), with
+    credential query values redacted."""
+    if answers is not None:
+        return f"{answers.method} {redact_url(answers.url)}"
     request = raw.get("request") if isinstance(raw, Mapping) else None
     if not isinstance(request, Mapping):
         return "?"
@@ -253,8 +268,14 @@ def _label(raw: object) -> str:
     return f"{str(method).upper() if method else '?'} {url}"
 
 
-def convert(raw_interactions: Sequence[Any], scanner: SecretScanner) -> Converted:
-    """Convert and redact every interaction; a problem with one is reported, not raised."""
+def convert(
+    raw_interactions: Sequence[Any],
+    scanner: SecretScanner,
+    *,
+    answers: AnsweredRequest | None = None,
+) -> Converted:
+    """Convert and redact every interaction; a problem with one is reported, not raised.
+    With ``answers``, each raw item is a response-only fixture answering that request."""
     # Imported here: the session module pulls in the replay machinery, which `show`, `check`
     # and `diff` do not need.
     from ._session import _redacted
@@ -264,9 +285,10 @@ def convert(raw_interactions: Sequence[Any], scanner: SecretScanner) -> Converte
     problems: list[str] = []
     for number, raw in enumerate(raw_interactions):
         try:
-            interaction, note = _convert_one(raw)
+            interaction, note = _convert_one(raw, answers)
         except BodyProblem as exc:
-            problems.append(scanner.mask(f"interaction #{number} ({_label(raw)}): {exc}"))
+            label = _label(raw, answers)
+            problems.append(scanner.mask(f"interaction #{number} ({label}): {exc}"))
             continue
         safe = _redacted(interaction)
         interactions.append(safe)
@@ -285,10 +307,10 @@ def convert(raw_interactions: Sequence[Any], scanner: SecretScanner) -> Converte
 # The command
 
 
-def _meta(source: Path, flavour: str) -> dict[str, Any]:
+def _meta(source: Path, flavour: str, *, fixture: bool) -> dict[str, Any]:
     return {
         "imported_from": f"{source.name} ({flavour})",
-        "converted_from": "vcrpy",
+        "converted_from": FIXTURE_SOURCE if fixture else "vcrpy",
         "recorded_with": f"pytest-toolnexus {__version__} import-vcr",
     }
 
@@ -303,12 +325,33 @@ class Outcome:
     errors: list[str]
 
 
-def convert_file(source: Path, dest: Path, *, allow_secrets: Sequence[str] = ()) -> Outcome:
-    """Read, convert, redact and scan one vcrpy cassette. Raises :class:`VcrImportError`
-    when ``source`` cannot be read as a vcrpy cassette at all."""
-    raw_interactions, flavour = read_vcr(source)
+def _no_request(source: Path) -> VcrImportError:
+    return VcrImportError(
+        f"{source} is a response-only fixture ({{status, headers, body}}): it holds one "
+        "response and no request, so there is no method or URL to replay it at. Name the "
+        f'request it answers: pytest-toolnexus import-vcr {source} --request "METHOD URL" '
+        '(for example --request "POST https://api.anthropic.com/v1/messages")'
+    )
+
+
+def convert_file(
+    source: Path,
+    dest: Path,
+    *,
+    allow_secrets: Sequence[str] = (),
+    request: AnsweredRequest | None = None,
+) -> Outcome:
+    """Read, convert, redact and scan one vcrpy cassette, or a response-only fixture as the
+    answer to ``request`` (which a vcrpy cassette ignores). Raises :class:`VcrImportError`
+    when ``source`` cannot be read as either, or is a fixture and no ``request`` is given."""
+    found = read_vcr(source)
     scanner = SecretScanner(allow=allow_secrets)
-    converted = convert(raw_interactions, scanner)
+    if found.fixture is None:
+        converted = convert(found.interactions, scanner)
+    elif request is None:
+        raise _no_request(source)
+    else:
+        converted = convert([found.fixture], scanner, answers=request)
     if converted.problems:
         errors = [f"{source}: {problem}" for problem in converted.problems]
         errors.append(
@@ -325,20 +368,30 @@ def convert_file(source: Path, dest: Path, *, allow_secrets: Sequence[str] = ())
             "filter_query_parameters), or, for a known fake value, pass --allow-secret VALUE.",
         ]
         return Outcome(None, converted.summaries, errors)
-    cassette = Cassette(dest, converted.interactions, _meta(source, flavour))
+    meta = _meta(source, found.flavour, fixture=found.fixture is not None)
+    cassette = Cassette(dest, converted.interactions, meta)
     return Outcome(cassette, converted.summaries, [])
 
 
 def load_vcr_cassette(
-    source: Path, dest: Path, *, allow_secrets: Sequence[str] = ()
+    source: Path,
+    dest: Path,
+    *,
+    allow_secrets: Sequence[str] = (),
+    request: str | AnsweredRequest | None = None,
 ) -> tuple[Cassette, list[str]]:
     """The vcrpy cassette at ``source`` converted and redacted into an unsaved cassette bound
-    to ``dest``, and one summary line per interaction.
+    to ``dest``, and one summary line per interaction. A response-only fixture is converted
+    as the answer to ``request`` (``"POST https://api.anthropic.com/v1/messages"``), which a
+    vcrpy cassette ignores.
 
     Raises :class:`VcrImportError` naming the file (and the interaction) when the source
-    cannot be read, an interaction cannot be converted, or a secret would remain.
+    cannot be read, an interaction cannot be converted, or a secret would remain; and
+    :class:`ValueError` when ``request`` is not ``METHOD URL``.
     """
-    outcome = convert_file(source, dest, allow_secrets=allow_secrets)
+    if isinstance(request, str):
+        request = AnsweredRequest.parse(request)
+    outcome = convert_file(source, dest, allow_secrets=allow_secrets, request=request)
     if outcome.cassette is None:
         detail = "; ".join(line.strip() for line in outcome.errors[:-1] or outcome.errors)
         if not detail.startswith(str(source)):
@@ -356,6 +409,7 @@ def write_one(
     out: TextIO,
     err: TextIO,
     summaries: bool = True,
+    request: AnsweredRequest | None = None,
 ) -> int:
     """Convert ``source`` into ``target``; returns the exit code (0 written, 1 refused, 2
     unreadable input). Nothing is written unless every interaction converts cleanly."""
@@ -372,7 +426,7 @@ def write_one(
         )
         return 1
     try:
-        outcome = convert_file(source, target, allow_secrets=allow_secrets)
+        outcome = convert_file(source, target, allow_secrets=allow_secrets, request=request)
     except VcrImportError as exc:
         print(f"error: {exc}", file=err)
         return 2
@@ -403,8 +457,17 @@ def import_vcr(
     allow_secrets: Sequence[str],
     out: TextIO,
     err: TextIO,
+    request: AnsweredRequest | None = None,
 ) -> int:
     """Run ``import-vcr`` on one file; returns the exit code (0 written, 1 refused, 2
     unreadable input)."""
     target = dest if dest is not None else default_dest(source)
-    return write_one(source, target, force=force, allow_secrets=allow_secrets, out=out, err=err)
+    return write_one(
+        source,
+        target,
+        force=force,
+        allow_secrets=allow_secrets,
+        out=out,
+        err=err,
+        request=request,
+    )

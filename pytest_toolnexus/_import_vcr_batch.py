@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from ._import_vcr import write_one
+from ._import_vcr import AnsweredRequest, write_one
 from ._import_vcr_read import CASSETTE_SUFFIXES, default_dest
 
 __all__ = ["import_many", "is_cassette_name", "sources_of"]
@@ -39,11 +39,13 @@ def import_many(
     allow_secrets: Sequence[str],
     out: TextIO,
     err: TextIO,
+    request: AnsweredRequest | None = None,
 ) -> int:
     """Convert every cassette named or found under ``paths``, each on its own: one that fails
     is reported and leaves no file, and the others are still converted. Each is written to
-    ``out_dir`` at its relative path, or beside its source. Returns 0 when every file was
-    written, 1 when any was not, 2 when nothing was found to convert."""
+    ``out_dir`` at its relative path, or beside its source. ``request`` is the request each
+    response-only fixture among them answers (vcrpy cassettes ignore it). Returns 0 when
+    every file was written, 1 when any was not, 2 when nothing was found to convert."""
     jobs = [job for path in paths for job in sources_of(path)]
     if not jobs:
         names = ", ".join(str(p) for p in paths)
@@ -60,6 +62,7 @@ def import_many(
             out=out,
             err=err,
             summaries=False,
+            request=request,
         )
         if code:
             failed.append(source)

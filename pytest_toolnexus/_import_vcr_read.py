@@ -1,6 +1,8 @@
 """Reading a vcrpy cassette file into its raw interactions: YAML (vcrpy's default serializer)
 or JSON (its ``serializer="json"``), either one gzip-compressed (``.yaml.gz``, ``.json.gz``,
-as langchain's ``YamlGzipSerializer`` writes them), and Ruby VCR's ``http_interactions``.
+as langchain's ``YamlGzipSerializer`` writes them), and Ruby VCR's ``http_interactions``; or a
+response-only fixture (``{status, headers, body}``), recognised here and converted only for a
+request the user names.
 """
 
 from __future__ import annotations
@@ -10,13 +12,24 @@ import importlib
 import json
 import zlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["CASSETTE_SUFFIXES", "VcrImportError", "default_dest", "read_vcr"]
+__all__ = [
+    "CASSETTE_SUFFIXES",
+    "FIXTURE_KEYS",
+    "VcrImportError",
+    "VcrSource",
+    "default_dest",
+    "read_vcr",
+]
 
 CASSETTE_SUFFIXES: Final = (".yaml", ".yml", ".json")
 """The suffixes of the files a folder is searched for (each also with ``.gz``)."""
+
+FIXTURE_KEYS: Final = frozenset({"status", "headers", "body"})
+"""The keys of a response-only fixture: all three, and no other."""
 
 _GZIP_MAGIC: Final = b"\x1f\x8b"
 # Top-level keys besides the interactions. ``recorded_with`` is Ruby VCR's tool version.
@@ -25,6 +38,16 @@ _TOP_KEYS: Final = frozenset({"interactions", "http_interactions", "version", "r
 
 class VcrImportError(Exception):
     """The source file cannot be read as a vcrpy cassette, or cannot be converted."""
+
+
+@dataclass(frozen=True, slots=True)
+class VcrSource:
+    """What a file holds: its raw interactions and the name of its flavour, or, for a
+    response-only fixture, that one response map (and no interactions)."""
+
+    interactions: list[Any]
+    flavour: str
+    fixture: Mapping[str, Any] | None = None
 
 
 def _base_name(source: Path) -> Path:
@@ -90,8 +113,9 @@ def _document(data: bytes, source: Path) -> tuple[Any, str]:
     return _yaml_load(data, source), packing
 
 
-def read_vcr(source: Path) -> tuple[list[Any], str]:
-    """The raw interactions of a vcrpy (or Ruby VCR) cassette, and the name of its flavour."""
+def read_vcr(source: Path) -> VcrSource:
+    """The raw interactions of a vcrpy (or Ruby VCR) cassette and the name of its flavour, or
+    the response of a response-only fixture."""
     try:
         data = source.read_bytes()
     except FileNotFoundError as exc:
@@ -108,11 +132,12 @@ def read_vcr(source: Path) -> tuple[list[Any], str]:
         raise VcrImportError(
             f"{source} is not a vcrpy cassette: it is not a map with 'interactions'"
         )
-    if "interactions" not in doc and "http_interactions" not in doc and "body" in doc:
-        raise VcrImportError(
-            f"{source} is not a vcrpy cassette: it holds one response ({{status, headers, "
-            "body}) and no request, so there is no method or URL to replay it at"
-        )
+    if (
+        "interactions" not in doc
+        and "http_interactions" not in doc
+        and ("status" in doc or "body" in doc)
+    ):
+        return _fixture(doc, source, storage)
     unknown = sorted(str(key) for key in doc if key not in _TOP_KEYS)
     if "interactions" in doc:
         version = doc.get("version", 1)
@@ -135,4 +160,25 @@ def read_vcr(source: Path) -> tuple[list[Any], str]:
         raw = []
     if not isinstance(raw, list):
         raise VcrImportError(f"{source} is not a vcrpy cassette: 'interactions' is not a list")
-    return raw, flavour
+    return VcrSource(raw, flavour)
+
+
+def _fixture(doc: Mapping[Any, Any], source: Path, storage: str) -> VcrSource:
+    """A response-only fixture: exactly ``status``, ``headers`` and ``body``."""
+    unknown = sorted(str(key) for key in doc if key not in FIXTURE_KEYS)
+    missing = sorted(FIXTURE_KEYS - set(doc))
+    if unknown or missing:
+        problems = []
+        if unknown:
+            problems.append(
+                f"has the field(s) {', '.join(map(repr, unknown))}, which import-vcr does not "
+                "understand"
+            )
+        if missing:
+            problems.append(f"lacks {', '.join(map(repr, missing))}")
+        raise VcrImportError(
+            f"{source} is neither a vcrpy cassette nor a response-only fixture: it has no "
+            f"'interactions', and as a fixture ({{status, headers, body}}, exactly those) it "
+            f"{' and '.join(problems)}"
+        )
+    return VcrSource([], f"response fixture{storage}", fixture=doc)

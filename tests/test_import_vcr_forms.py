@@ -381,18 +381,6 @@ def test_an_empty_body_stays_empty(tmp_path, capsys):
     assert stored.response.body == EmptyBody()
 
 
-def test_a_response_without_a_request_is_refused(tmp_path, capsys):
-    source = tmp_path / "one.json"
-    source.write_text(json.dumps({"status": 200, "headers": {}, "body": "{}"}))
-
-    assert main(["import-vcr", str(source)]) == 2
-
-    assert (
-        f"error: {source} is not a vcrpy cassette: it holds one response ({{status, headers, "
-        "body}) and no request" in capsys.readouterr().err
-    )
-
-
 # ---------------------------------------------------------------------------------------------
 # Batch mode
 

@@ -1,6 +1,9 @@
-"""The corpus proof: 102 real vcrpy cassettes from three public projects
+"""The corpus proof: 102 real cassettes from three public projects
 (tests/data/vcr_corpus/MANIFEST.md gives their provenance and licenses) import with nothing
 lost, and every OpenAI and Anthropic answer among them replays through the unmodified SDK.
+94 are vcrpy cassettes; 8 are response-only fixtures ({status, headers, body}, no request)
+that a JavaScript test mocks fetch with, imported as the answer to the request named with
+--request.
 
 "Nothing lost" is checked by an independent reader (tests/support/vcr_oracle.py) that parses
 the YAML and JSON itself, undoes the compressions itself and reads the imported msgpack
@@ -28,25 +31,35 @@ from pytest_toolnexus._cli import main
 from tests.support import vcr_oracle
 from tests.support.vcr_oracle import CORPUS
 
-# The 8 files of openinference's JS helper hold one response each and no request: there is
-# no method or URL to replay them at, so import-vcr refuses them (MANIFEST: "custom JSON,
-# response-only"). They carry 8 of the manifest's 135 interactions, 3 of its 41 SSE streams.
+# The 8 files of openinference's JS helper hold one response each and no request (MANIFEST:
+# "custom JSON, response-only"): import-vcr imports them only as the answer to a request the
+# user names. They carry 8 of the manifest's 135 interactions, 3 of its 41 SSE streams.
 RESPONSE_ONLY = "Arize-ai__openinference/js/packages/openinference-instrumentation-anthropic/"
+ANSWERED = ("POST", "https://api.anthropic.com/v1/messages")
+REQUEST = " ".join(ANSWERED)
+
+
+def run_cli(argv):
+    """(exit code, stdout, stderr) of one command-line run in this process."""
+    capture = pytest.MonkeyPatch()
+    stdout, stderr = io.StringIO(), io.StringIO()
+    capture.setattr(sys, "stdout", stdout)
+    capture.setattr(sys, "stderr", stderr)
+    try:
+        code = main(argv)
+    finally:
+        capture.undo()
+    return code, stdout.getvalue(), stderr.getvalue()
 
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
     """The whole corpus converted by one batch run of the command line, with its output."""
     out = tmp_path_factory.mktemp("corpus")
-    capture = pytest.MonkeyPatch()
-    stdout, stderr = io.StringIO(), io.StringIO()
-    capture.setattr(sys, "stdout", stdout)
-    capture.setattr(sys, "stderr", stderr)
-    try:
-        code = main(["import-vcr", str(CORPUS), "--out", str(out)])
-    finally:
-        capture.undo()
-    return out, code, stdout.getvalue(), stderr.getvalue()
+    code, stdout, stderr = run_cli(
+        ["import-vcr", str(CORPUS), "--out", str(out), "--request", REQUEST]
+    )
+    return out, code, stdout, stderr
 
 
 def relative(path):
@@ -71,78 +84,97 @@ def test_the_corpus_is_the_manifests_byte_for_byte():
     assert sum((CORPUS / name).stat().st_size for name in licenses) == 13_511
 
 
-def test_the_batch_run_converts_94_files_and_refuses_the_8_without_a_request(converted):
+def test_the_batch_run_with_request_converts_all_102_files(converted):
     out, code, stdout, stderr = converted
 
+    assert code == 0
+    assert stdout.rstrip().endswith("102 file(s): 102 written, 0 failed")
+    assert "FAIL " not in stdout
+    assert stderr == ""
+    assert len(list(out.rglob("*.msgpack"))) == 102
+    metas = collections.Counter(
+        (load_cassette(path).meta["converted_from"], RESPONSE_ONLY in path.as_posix())
+        for path in out.rglob("*.msgpack")
+    )
+    assert metas == {("vcrpy", False): 94, ("response fixture", True): 8}
+
+
+def test_without_request_the_8_fixtures_are_refused_with_the_fix(tmp_path):
+    folder = CORPUS / RESPONSE_ONLY
+    code, stdout, stderr = run_cli(["import-vcr", str(folder), "--out", str(tmp_path)])
+
     assert code == 1
-    assert stdout.rstrip().endswith("102 file(s): 94 written, 8 failed")
-    failed = sorted(line for line in stdout.splitlines() if line.startswith("FAIL "))
-    assert len(failed) == 8
-    assert all(RESPONSE_ONLY in line for line in failed)
-    assert stderr.count("holds one response ({status, headers, body}) and no request") == 8
-    assert len(list(out.rglob("*.msgpack"))) == 94
+    assert stdout.rstrip().endswith("8 file(s): 0 written, 8 failed")
+    refusals = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    sources = sorted(folder.rglob("*.json"))
+    assert len(refusals) == len(sources) == 8
+    for line, source in zip(refusals, sources, strict=True):
+        assert line.startswith(f"error: {source} is a response-only fixture ")
+        assert line.endswith(
+            f"Name the request it answers: pytest-toolnexus import-vcr {source} --request "
+            '"METHOD URL" (for example --request "POST https://api.anthropic.com/v1/messages")'
+        )
+    assert list(tmp_path.iterdir()) == []
 
 
-def test_127_interactions_253_bodies_842_sse_events_survive_the_import(converted):
+FIXTURE_EVENTS = 19 + 8 + 16  # reasoning-tool-use, redacted-thinking and thinking streams
+
+
+def test_135_interactions_261_bodies_and_every_sse_event_survive_the_import(converted):
     out, _, _, _ = converted
     counts = collections.Counter()
     kinds = collections.Counter()
     statuses = collections.Counter()
     for source in vcr_oracle.corpus_files():
         document = vcr_oracle.read_document(source)
-        if relative(source).startswith(RESPONSE_ONLY):
-            counts["refused interactions"] += 1
-            assert not imported_path(out, source).exists()
-            continue
-        counts["files"] += 1
-        raw = document["interactions"]
+        fixture = vcr_oracle.is_response_fixture(document)
+        assert fixture == relative(source).startswith(RESPONSE_ONLY), source
+        counts["fixtures" if fixture else "files"] += 1
+        raw = vcr_oracle.recorded(document, ANSWERED)
         stored = vcr_oracle.read_imported(imported_path(out, source))
         assert len(stored) == len(raw), source
         for number, (before, after) in enumerate(zip(raw, stored, strict=True)):
             where = f"{relative(source)} #{number}"
-            request, response = before["request"], before["response"]
-            assert after["request"]["method"] == request["method"].upper(), where
-            assert after["request"]["url"] == request["uri"], where
-            status = response.get("status_code") or response["status"]["code"]
-            assert after["response"]["status"] == status, where
-            statuses[status] += 1
+            assert after["request"]["method"] == before.method, where
+            assert after["request"]["url"] == before.url, where
+            assert after["response"]["status"] == before.status, where
+            statuses[before.status] += 1
             counts["interactions"] += 1
-            for side, expected in (
-                ("request", vcr_oracle.expected_request(request)),
-                ("response", vcr_oracle.expected_response(response)),
-            ):
+            for side, expected in (("request", before.request), ("response", before.response)):
                 try:
                     pieces = vcr_oracle.compare(expected, after[side]["body"])
                 except AssertionError as exc:
                     raise AssertionError(f"{where} {side} body: {exc}") from exc
                 kinds[f"{side} {expected.kind}"] += 1
-                if expected.kind != "empty":
+                if expected.kind not in ("empty", "any"):
                     counts["bodies"] += 1
                 counts[f"{expected.kind} pieces"] += pieces
+                counts[f"{'fixture' if fixture else 'vcrpy'} {expected.kind} pieces"] += pieces
 
-    # 135 interactions in the manifest: 127 imported and compared, 8 refused (no request).
+    # The manifest's 135 interactions: 127 from the 94 vcrpy files, 1 from each fixture.
     assert counts["files"] == 94
-    assert counts["interactions"] == 127
-    assert counts["refused interactions"] == 8
-    assert counts["interactions"] + counts["refused interactions"] == 135
-    assert statuses == {200: 113, 400: 4, 401: 4, 404: 5, 429: 1}
-    # The manifest's shapes, less the 3 SSE and 5 JSON answers of the refused files: SSE 41-3
-    # less the 3 Gemini 400s whose body is a JSON error under text/event-stream (a JSON
-    # document, no event stream: split into events, every line of it would be dropped),
-    # NDJSON 1, AWS event-stream 9 + audio 1 as bytes, JSON 82-5 less the one served as
-    # text/plain, plus the Vertex JSON-array stream (one JSON document) and the 3 Gemini 400s.
+    assert counts["fixtures"] == 8
+    assert counts["interactions"] == 135
+    assert statuses == {200: 121, 400: 4, 401: 4, 404: 5, 429: 1}
+    # The manifest's shapes: SSE 41 less the 3 Gemini 400s whose body is a JSON error under
+    # text/event-stream (a JSON document, no event stream: split into events, every line of it
+    # would be dropped), NDJSON 1, AWS event-stream 9 + audio 1 as bytes, JSON 82 less the one
+    # served as text/plain, plus the Vertex JSON-array stream (one JSON document) and the 3
+    # Gemini 400s. The fixtures' 8 requests have no body to keep: they match any body.
     assert kinds == {
-        "response sse": 35,
+        "response sse": 38,
         "response ndjson": 1,
         "response bytes": 10,
-        "response json": 80,
+        "response json": 85,
         "response text": 1,
         "request json": 125,
         "request bytes": 1,
         "request empty": 1,
+        "request any": 8,
     }
-    assert counts["bodies"] == 127 + 126
-    assert counts["sse pieces"] == 842  # SSE events compared, each in order
+    assert counts["bodies"] == 135 + 126
+    assert counts["sse pieces"] == 842 + FIXTURE_EVENTS  # SSE events compared, each in order
+    assert counts["fixture sse pieces"] == FIXTURE_EVENTS
     assert counts["ndjson pieces"] == 714  # NDJSON lines compared (Ollama's /api/chat stream)
 
 
@@ -156,8 +188,6 @@ def provider_answers(out):
     """(source, number, api, interaction) for each OpenAI-shaped or Anthropic answer."""
     found = []
     for source in vcr_oracle.corpus_files():
-        if relative(source).startswith(RESPONSE_ONLY):
-            continue
         cassette = load_cassette(imported_path(out, source))
         for number, interaction in enumerate(cassette.interactions):
             path = urlsplit(interaction.request.url).path
@@ -192,7 +222,8 @@ def sdk_types(api):
 
 
 def sdk_answer(api, parsed, streamed):
-    """(text, tool calls) from what the SDK parsed: its typed models and stream events."""
+    """(text, tool calls) from what the SDK parsed, its typed models and stream events, and
+    for Anthropic's Messages the thinking blocks."""
     if api == "chat":
         text, calls = [], {}
         for chunk in parsed if streamed else [parsed]:
@@ -217,36 +248,63 @@ def sdk_answer(api, parsed, streamed):
         return "".join(text), calls
     if not streamed:
         text = "".join(block.text for block in parsed.content if block.type == "text")
-        tools = [
-            (b.name, b.input) for b in parsed.content if b.type in ("tool_use", "server_tool_use")
-        ]
-        return text, tools
-    text, names, partial = [], {}, {}
+        tools = [(b.name, b.input) for b in parsed.content if b.type in TOOL_BLOCKS]
+        thinking = [thinking_block(b) for b in parsed.content if b.type in THINKING_BLOCKS]
+        return text, tools, [tuple(block) for block in thinking]
+    text, names, partial, thinking = [], {}, {}, {}
     for event in parsed:
-        if event.type == "content_block_start" and event.content_block.type in (
-            "tool_use",
-            "server_tool_use",
-        ):
+        if event.type == "content_block_start" and event.content_block.type in TOOL_BLOCKS:
             names[event.index], partial[event.index] = event.content_block.name, ""
+        elif event.type == "content_block_start" and event.content_block.type in THINKING_BLOCKS:
+            thinking[event.index] = thinking_block(event.content_block)
         elif event.type == "content_block_delta":
             if event.delta.type == "text_delta":
                 text.append(event.delta.text)
             elif event.delta.type == "input_json_delta":
                 partial[event.index] += event.delta.partial_json
+            elif event.delta.type == "thinking_delta":
+                thinking[event.index][1] += event.delta.thinking
+            elif event.delta.type == "signature_delta":
+                thinking[event.index][2] += event.delta.signature
     calls = [(names[i], json.loads(partial[i] or "{}")) for i in sorted(names)]
-    return "".join(text), calls
+    return "".join(text), calls, [tuple(thinking[i]) for i in sorted(thinking)]
 
 
-def test_the_59_openai_and_anthropic_answers_replay_through_the_real_sdks(converted, tmp_path):
+TOOL_BLOCKS = ("tool_use", "server_tool_use")
+THINKING_BLOCKS = ("thinking", "redacted_thinking")
+
+
+def thinking_block(block):
+    """An SDK thinking block as [type, thinking, signature]; a redacted one as [type, data]."""
+    if block.type == "thinking":
+        return ["thinking", block.thinking, block.signature]
+    return ["redacted_thinking", block.data]
+
+
+def fixture_call(client, streamed):
+    """The call a user makes through the SDK's own API to get a fixture's answer. The fixture
+    was imported with an any request body, so whatever the SDK sends is answered."""
+    return functools.partial(
+        client.messages.create,
+        model="claude-sonnet-4-6",
+        max_tokens=2048,
+        thinking={"type": "enabled", "budget_tokens": 1024},
+        messages=[{"role": "user", "content": "What is 27 * 453?"}],
+        stream=streamed,
+    )
+
+
+def test_the_67_openai_and_anthropic_answers_replay_through_the_real_sdks(converted, tmp_path):
     out, _, _, _ = converted
     replayed = collections.Counter()
     for source, number, api, interaction in provider_answers(out):
         where = f"{relative(source)} #{number}"
         single = tmp_path / f"{len(list(tmp_path.iterdir()))}.msgpack"
         Cassette(single, [interaction], {}).save()
-        raw = vcr_oracle.read_document(source)["interactions"][number]
-        expected = vcr_oracle.expected_response(raw["response"])
-        request = vcr_oracle.expected_request(raw["request"])
+        document = vcr_oracle.read_document(source)
+        fixture = vcr_oracle.is_response_fixture(document)
+        before = vcr_oracle.recorded(document, ANSWERED)[number]
+        expected = before.response
         streamed = expected.kind == "sse"
         status = interaction.response.status
         cast_to, stream_cls = sdk_types(api)
@@ -256,12 +314,14 @@ def test_the_59_openai_and_anthropic_answers_replay_through_the_real_sdks(conver
             call = functools.partial(
                 client.post,
                 path,
-                body=request.value,
+                body=before.request_value,
                 cast_to=cast_to,
                 stream=streamed,
                 stream_cls=stream_cls,
                 options={"params": params} if params else {},
             )
+            if fixture:
+                call = fixture_call(client, streamed)
             if status != 200:
                 with pytest.raises((openai.APIStatusError, anthropic.APIStatusError)) as caught:
                     call()
@@ -274,11 +334,18 @@ def test_the_59_openai_and_anthropic_answers_replay_through_the_real_sdks(conver
         want = vcr_oracle.recorded_answer(api, expected)
         assert got == want, where
         assert want[0] or want[1], f"{where}: the recording has neither text nor tool calls"
-        replayed[f"{api} {'stream' if streamed else 'whole'}"] += 1
+        kind = f"{api} {'fixture ' if fixture else ''}{'stream' if streamed else 'whole'}"
+        replayed[kind] += 1
         replayed[f"{api} tool calls"] += len(want[1])
+        if api == "messages":
+            replayed["messages thinking blocks"] += len(want[2])
+            replayed["messages redacted thinking blocks"] += sum(
+                block[0] == "redacted_thinking" for block in want[2]
+            )
 
-    # 50 answers (OpenAI chat and its compatibles 16, Responses 18, Anthropic Messages 16, of
-    # which 13 hold tool calls) and 9 OpenAI-shaped error answers (400, 401, 404).
+    # 58 answers (OpenAI chat and its compatibles 16, Responses 18, Anthropic Messages 16 from
+    # vcrpy cassettes and 8 from the fixtures, with 7 tool calls and 10 thinking blocks, 2 of
+    # them redacted, among them) and 9 OpenAI-shaped error answers (400, 401, 404).
     assert replayed == {
         "chat whole": 6,
         "chat stream": 10,
@@ -289,5 +356,9 @@ def test_the_59_openai_and_anthropic_answers_replay_through_the_real_sdks(conver
         "responses tool calls": 4,
         "messages whole": 6,
         "messages stream": 10,
-        "messages tool calls": 5,
+        "messages fixture whole": 5,
+        "messages fixture stream": 3,
+        "messages tool calls": 7,
+        "messages thinking blocks": 10,
+        "messages redacted thinking blocks": 2,
     }

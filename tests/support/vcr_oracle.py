@@ -1,4 +1,5 @@
-"""An independent reader of vcrpy cassettes, to check the importer against.
+"""An independent reader of vcrpy cassettes (and of response-only fixtures, which hold
+``{status, headers, body}`` and no request), to check the importer against.
 
 It shares no code with pytest_toolnexus: it parses the YAML or JSON with PyYAML or json,
 undoes gzip, deflate and brotli itself, splits event streams and NDJSON itself, and reads an
@@ -18,6 +19,7 @@ import yaml
 
 CORPUS = Path(__file__).resolve().parent.parent / "data" / "vcr_corpus"
 NOT_CASSETTES = {"LICENSE", "MANIFEST.md"}
+FIXTURE_KEYS = {"status", "headers", "body"}
 
 
 def corpus_files():
@@ -40,7 +42,8 @@ def read_imported(path):
 
 @dataclass
 class Expected:
-    """What one body must be after import: its kind and content."""
+    """What one body must be after import: its kind and content. The kind ``any`` is a
+    request body that matches whatever is sent (a fixture's request has no body to keep)."""
 
     kind: str
     value: object = None
@@ -204,6 +207,54 @@ def expected_response(response):
     return expected_body(data, binary, _media(response.get("headers")))
 
 
+def is_response_fixture(document):
+    """Whether a document is a response-only fixture: exactly a status, headers and body."""
+    return isinstance(document, dict) and set(document) == FIXTURE_KEYS
+
+
+def fixture_response(document):
+    """What a fixture's body must become. Its body is the text a fetch client read, already
+    decoded, under headers given as ``{name: value}``."""
+    return expected_body(document["body"].encode(), False, _media(document["headers"]))
+
+
+@dataclass
+class Recorded:
+    """One interaction as the oracle reads it from the source file."""
+
+    method: str
+    url: str
+    status: int
+    request: Expected
+    response: Expected
+    request_value: object = None  # the request body a client sent, when one was recorded
+
+
+def recorded(document, answers):
+    """Each interaction of a document. A response-only fixture is one interaction, answering
+    ``answers`` (the ``(method, url)`` it was imported for) with any request body."""
+    if is_response_fixture(document):
+        method, url = answers
+        status = document["status"]
+        return [Recorded(method, url, status, Expected("any"), fixture_response(document))]
+    found = []
+    for raw in document["interactions"]:
+        request, response = raw["request"], raw["response"]
+        status = response.get("status_code") or response["status"]["code"]
+        expected = expected_request(request)
+        found.append(
+            Recorded(
+                request["method"].upper(),
+                request["uri"],
+                status,
+                expected,
+                expected_response(response),
+                expected.value,
+            )
+        )
+    return found
+
+
 def _event_data(stored):
     if "data" in stored:
         return stored["data"]
@@ -221,7 +272,8 @@ def compare(expected, stored):
     """Assert that a stored body (a msgpack map) holds exactly what was expected; returns the
     number of stream events (or lines) compared."""
     assert stored["kind"] == expected.kind, (stored["kind"], expected.kind)
-    if expected.kind == "empty":
+    if expected.kind in ("empty", "any"):
+        assert set(stored) == {"kind"}, stored
         return 0
     if expected.kind == "json":
         assert stored["value"] == expected.value
@@ -291,10 +343,19 @@ def _responses(documents):
 
 
 _TOOL_BLOCKS = ("tool_use", "server_tool_use")
+_THINKING_BLOCKS = ("thinking", "redacted_thinking")
+
+
+def _thinking_block(block):
+    """A thinking block as ``[type, thinking, signature]``, a redacted one as ``[type, data]``."""
+    if block["type"] == "thinking":
+        return ["thinking", block["thinking"], block["signature"]]
+    return ["redacted_thinking", block["data"]]
 
 
 def _anthropic(documents):
-    text, calls, partial = [], {}, {}
+    """(text, tool calls, thinking blocks) of a Messages answer, whole or streamed."""
+    text, calls, partial, thinking = [], {}, {}, {}
     for doc in documents:
         kind = doc.get("type")
         if kind == "message":
@@ -303,25 +364,35 @@ def _anthropic(documents):
                     text.append(block["text"])
                 elif block["type"] in _TOOL_BLOCKS:
                     calls[index] = (block["name"], block["input"])
+                elif block["type"] in _THINKING_BLOCKS:
+                    thinking[index] = _thinking_block(block)
         elif kind == "content_block_start" and doc["content_block"]["type"] in _TOOL_BLOCKS:
             calls[doc["index"]] = (doc["content_block"]["name"], None)
             partial[doc["index"]] = ""
+        elif kind == "content_block_start" and doc["content_block"]["type"] in _THINKING_BLOCKS:
+            thinking[doc["index"]] = _thinking_block(doc["content_block"])
         elif kind == "content_block_delta":
             delta = doc["delta"]
             if delta["type"] == "text_delta":
                 text.append(delta["text"])
             elif delta["type"] == "input_json_delta":
                 partial[doc["index"]] += delta["partial_json"]
+            elif delta["type"] == "thinking_delta":
+                thinking[doc["index"]][1] += delta["thinking"]
+            elif delta["type"] == "signature_delta":
+                thinking[doc["index"]][2] += delta["signature"]
     for index, json_text in partial.items():
         calls[index] = (calls[index][0], json.loads(json_text or "{}"))
-    return "".join(text), [calls[k] for k in sorted(calls)]
+    blocks = [tuple(thinking[k]) for k in sorted(thinking)]
+    return "".join(text), [calls[k] for k in sorted(calls)], blocks
 
 
 ANSWER_READERS = {"chat": _chat, "responses": _responses, "messages": _anthropic}
 
 
 def recorded_answer(api, expected):
-    """(text, tool calls) of a recorded answer: ``api`` is chat, responses or messages."""
+    """(text, tool calls) of a recorded answer, and for ``messages`` its thinking blocks:
+    ``api`` is chat, responses or messages."""
     if expected.kind == "sse":
         documents = [_parsed(e["data"]) for e in expected.events if "data" in e]
         documents = [d for d in documents if isinstance(d, dict)]
