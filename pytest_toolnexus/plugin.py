@@ -21,6 +21,7 @@ import pytest
 from . import _hookspecs
 from ._cassette import Cassette, Interaction, RecordedRequest, load_cassette
 from ._patch import AsyncDirectLive, DirectLive, patch_http_clients
+from ._patch_libraries import patch_libraries
 from ._plugin_expiry import CassetteExpiredWarning, expiry
 from ._plugin_vcr import register_vcr_marker, unserved_vcr_marker
 from ._seam import AsyncTransport, Transport, TransportRequest
@@ -371,6 +372,7 @@ def cassette(
         undo.callback(session.close)
         undo.callback(keep_or_discard)
         undo.callback(patch_http_clients(session, options.allow_hosts))
+        undo.callback(patch_libraries(session, options.allow_hosts))
         if session.replay_only:
             undo.callback(
                 arm_tripwire(
