@@ -6,7 +6,8 @@ aiohttp imported. Standalone (not part of run.py):
 
 Import time is the median of 15 fresh interpreters timing ``import pytest_toolnexus.plugin``.
 Per-test cost is (time of N tests marked ``@pytest.mark.cassette`` - time of N unmarked tests)
-/ N, in one pytest run each, median of 3, with the openai and anthropic SDKs imported by the
+/ N, in CPU time (process_time, which other processes disturb less), one pytest run each,
+median of 5, with the openai and anthropic SDKs imported by the
 test module (and aiohttp too, in the second row).
 """
 
@@ -52,9 +53,9 @@ def run_time(path: Path) -> float:
     code = textwrap.dedent(
         f"""
         import time, pytest
-        t = time.perf_counter()
+        t = time.process_time()
         pytest.main(["-q", "-p", "no:randomly", "-p", "no:cacheprovider", {str(path)!r}])
-        print("ELAPSED", time.perf_counter() - t)
+        print("ELAPSED", time.process_time() - t)
         """
     )
     out = subprocess.run(
@@ -69,7 +70,7 @@ def run_time(path: Path) -> float:
 
 def per_test(folder: Path, libraries: str) -> float:
     marked, plain = suite(folder, True, libraries), suite(folder, False, libraries)
-    samples = [(run_time(marked) - run_time(plain)) / N for _ in range(3)]
+    samples = [(run_time(marked) - run_time(plain)) / N for _ in range(5)]
     return statistics.median(samples)
 
 
