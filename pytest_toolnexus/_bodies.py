@@ -9,7 +9,7 @@ from typing import Final
 from urllib.parse import parse_qsl, urlsplit
 
 from ._headers import Headers
-from ._seam import JSONValue, RequestBody
+from ._seam import JSONValue, RequestBody, TransportResponse
 
 __all__ = [
     "decode_body",
@@ -17,6 +17,7 @@ __all__ = [
     "is_json_type",
     "keeps_content_length",
     "wants_stream",
+    "wire_body",
     "wire_problem",
     "wire_suspect",
 ]
@@ -139,3 +140,26 @@ def wire_problem(value: object, path: str = "root") -> str | None:
             if found:
                 return found
     return None
+
+
+def wire_body(response: TransportResponse, method: str) -> tuple[list[tuple[str, str]], bytes]:
+    """Header pairs and bytes for a response whose body is not a stream, as a bridge hands it
+    to a client. The length is that of the bytes sent, except for an answer that has no body
+    by definition (to a HEAD, a 204 or a 304), whose recorded content-length describes the
+    body a GET would have had."""
+    headers = response.headers
+    if keeps_content_length(method, response.status) and response.body in (b"", None):
+        recorded = headers.get("content-length")
+        if recorded is not None:
+            return headers.multi_items(), b""
+    if isinstance(response.body, bytes):
+        content = response.body
+        typed = True
+    else:
+        content = encode_json(response.body)  # type: ignore[arg-type]
+        typed = "content-type" in headers
+    pairs = [(k, v) for k, v in headers.multi_items() if k.lower() != "content-length"]
+    if not typed:
+        pairs.append(("content-type", "application/json"))
+    pairs.append(("content-length", str(len(content))))
+    return pairs, content

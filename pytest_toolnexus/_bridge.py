@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from . import _compat
-from ._bodies import decode_body, encode_json, keeps_content_length, wants_stream
+from ._bodies import decode_body, wants_stream, wire_body
 from ._errors import TransportError
 from ._headers import Headers
 from ._seam import (
@@ -21,7 +21,6 @@ from ._seam import (
     ByteStream,
     Transport,
     TransportRequest,
-    TransportResponse,
     acall,
     call,
 )
@@ -82,28 +81,6 @@ def _seam_request(lib_request: Any, content: bytes) -> TransportRequest:
     )
 
 
-def _fixed_body(response: TransportResponse, method: str) -> tuple[list[tuple[str, str]], bytes]:
-    """Header pairs and bytes for a response whose body is not a stream. The length is that
-    of the bytes sent, except for an answer that has no body by definition (to a HEAD, a 204
-    or a 304), whose recorded content-length describes the body a GET would have had."""
-    headers = response.headers
-    if keeps_content_length(method, response.status) and response.body in (b"", None):
-        recorded = headers.get("content-length")
-        if recorded is not None:
-            return headers.multi_items(), b""
-    if isinstance(response.body, bytes):
-        content = response.body
-        typed = True
-    else:
-        content = encode_json(response.body)  # type: ignore[arg-type]
-        typed = "content-type" in headers
-    pairs = [(k, v) for k, v in headers.multi_items() if k.lower() != "content-length"]
-    if not typed:
-        pairs.append(("content-type", "application/json"))
-    pairs.append(("content-length", str(len(content))))
-    return pairs, content
-
-
 class HTTPBridge(_compat.SyncTransportBase, _compat.AsyncTransportBase):
     """An httpx/httpx2 transport that serves every request from a seam Transport.
 
@@ -142,7 +119,7 @@ class HTTPBridge(_compat.SyncTransportBase, _compat.AsyncTransportBase):
             return lib.Response(
                 response.status, headers=headers.multi_items(), stream=stream, request=request
             )
-        pairs, content = _fixed_body(response, request.method)
+        pairs, content = wire_body(response, request.method)
         return lib.Response(response.status, headers=pairs, content=content, request=request)
 
     async def handle_async_request(self, request: Any) -> Any:
@@ -163,7 +140,7 @@ class HTTPBridge(_compat.SyncTransportBase, _compat.AsyncTransportBase):
             return lib.Response(
                 response.status, headers=headers.multi_items(), stream=stream, request=request
             )
-        pairs, content = _fixed_body(response, request.method)
+        pairs, content = wire_body(response, request.method)
         return lib.Response(response.status, headers=pairs, content=content, request=request)
 
     def close(self) -> None:

@@ -1,11 +1,17 @@
 """Serving every httpx and httpx2 client from a cassette, with no change to the client.
 
-One method per transport class is replaced: ``HTTPTransport.handle_request`` and
-``AsyncHTTPTransport.handle_async_request``, in httpx and in httpx2. Each transport then
-answers through the cassette, and what the cassette records goes out through that same
-transport's original method, so proxies, TLS and limits configured on the client still apply.
-Transports a user passed in explicitly (``MockTransport``, a bridge) are left alone, and so
-are the session's own live clients (:class:`DirectLive`), which record for seam transports.
+Two places are patched, in httpx and in httpx2. ``HTTPTransport.handle_request`` and
+``AsyncHTTPTransport.handle_async_request`` serve the standard transports. ``Client`` and
+``AsyncClient``'s ``_transport_for_url``, which every request of a client passes to pick its
+transport, serves any other transport a client was built with (a custom subclass, an httpx
+transport over aiohttp): the client gets a bridge in its place. Either way what the cassette
+records goes out through that same transport's original method, so proxies, TLS and limits
+configured on the client still apply.
+
+Left alone: transports that answer in-process by design and that a user passed in explicitly
+(``MockTransport``, ``WSGITransport``, ``ASGITransport``, a bridge of ours), and the session's own
+live clients (:class:`DirectLive`), which record for seam transports. A request being sent
+live for a served one (:func:`~._served.sending`) passes every patch untouched.
 """
 
 from __future__ import annotations
@@ -13,7 +19,6 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Iterable
-from contextvars import ContextVar
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,11 +27,10 @@ from . import _compat
 from ._bridge import HTTPBridge
 from ._live import AsyncLiveTransport, LiveTransport
 from ._seam import TransportRequest, TransportResponse
+from ._served import is_sending, sending
 from ._session import CassetteSession
 
 __all__ = ["AsyncDirectLive", "DirectLive", "host_allowed", "patch_http_clients"]
-
-_DIRECT: ContextVar[bool] = ContextVar("pytest_toolnexus_direct", default=False)
 
 
 class DirectLive:
@@ -42,11 +46,8 @@ class DirectLive:
     def __call__(self, request: TransportRequest) -> TransportResponse:
         if self._live is None:
             self._live = LiveTransport()
-        token = _DIRECT.set(True)
-        try:
+        with sending(request.url):
             return self._live(request)
-        finally:
-            _DIRECT.reset(token)
 
     def close(self) -> None:
         if self._live is not None:
@@ -62,11 +63,8 @@ class AsyncDirectLive:
     async def __call__(self, request: TransportRequest) -> TransportResponse:
         if self._live is None:
             self._live = AsyncLiveTransport()
-        token = _DIRECT.set(True)
-        try:
+        with sending(request.url):
             return await self._live(request)
-        finally:
-            _DIRECT.reset(token)
 
 
 def host_allowed(host: str, allowed: Iterable[str]) -> bool:
@@ -82,17 +80,20 @@ def host_allowed(host: str, allowed: Iterable[str]) -> bool:
 
 
 class _Original:
-    """The unpatched send of one transport, shaped like a transport for LiveTransport."""
+    """The unpatched send of one transport, shaped like a transport for LiveTransport. What it
+    sends is marked as a served request going out live, so that no patch serves it again."""
 
     def __init__(self, transport: Any, send: Callable[..., Any]) -> None:
         self._transport = transport
         self._send = send
 
     def handle_request(self, request: Any) -> Any:
-        return self._send(self._transport, request)
+        with sending(str(request.url)):
+            return self._send(self._transport, request)
 
     async def handle_async_request(self, request: Any) -> Any:
-        return await self._send(self._transport, request)
+        with sending(str(request.url)):
+            return await self._send(self._transport, request)
 
 
 def patch_http_clients(
@@ -157,7 +158,7 @@ def patch_http_clients(
                 _send: Callable[..., Any] = original_sync,
                 _lib: ModuleType = lib,
             ) -> Any:
-                if _DIRECT.get() or (allowed and host_allowed(_host(request), allowed)):
+                if is_sending() or (allowed and host_allowed(_host(request), allowed)):
                     return _send(self, request)
                 return sync_bridge(self, _lib, _send).handle_request(request)
 
@@ -167,7 +168,7 @@ def patch_http_clients(
                 _send: Callable[..., Any] = original_async,
                 _lib: ModuleType = lib,
             ) -> Any:
-                if _DIRECT.get() or (allowed and host_allowed(_host(request), allowed)):
+                if is_sending() or (allowed and host_allowed(_host(request), allowed)):
                     return await _send(self, request)
                 return await async_bridge(self, _lib, _send).handle_async_request(request)
 
@@ -175,6 +176,57 @@ def patch_http_clients(
             saved.append((async_cls, "handle_async_request", original_async))
             type.__setattr__(sync_cls, "handle_request", handle_request)
             type.__setattr__(async_cls, "handle_async_request", handle_async_request)
+
+            client_cls: type = lib.Client
+            async_client_cls: type = lib.AsyncClient
+            original_pick = client_cls.__dict__["_transport_for_url"]
+            original_apick = async_client_cls.__dict__["_transport_for_url"]
+            as_is = _left_alone(lib)
+
+            def transport_for_url(
+                self: Any,
+                url: Any,
+                _pick: Callable[..., Any] = original_pick,
+                _lib: ModuleType = lib,
+                _as_is: tuple[type, ...] = as_is,
+                _served: Callable[..., Any] = handle_request,
+            ) -> Any:
+                transport = _pick(self, url)
+                method = getattr(type(transport), "handle_request", None)
+                if (
+                    method is _served
+                    or method is None
+                    or isinstance(transport, _as_is)
+                    or is_sending()
+                    or (allowed and host_allowed(_host_of(url), allowed))
+                ):
+                    return transport
+                return sync_bridge(transport, _lib, method)
+
+            def async_transport_for_url(
+                self: Any,
+                url: Any,
+                _pick: Callable[..., Any] = original_apick,
+                _lib: ModuleType = lib,
+                _as_is: tuple[type, ...] = as_is,
+                _served: Callable[..., Any] = handle_async_request,
+            ) -> Any:
+                transport = _pick(self, url)
+                method = getattr(type(transport), "handle_async_request", None)
+                if (
+                    method is _served
+                    or method is None
+                    or isinstance(transport, _as_is)
+                    or is_sending()
+                    or (allowed and host_allowed(_host_of(url), allowed))
+                ):
+                    return transport
+                return async_bridge(transport, _lib, method)
+
+            saved.append((client_cls, "_transport_for_url", original_pick))
+            saved.append((async_client_cls, "_transport_for_url", original_apick))
+            type.__setattr__(client_cls, "_transport_for_url", transport_for_url)
+            type.__setattr__(async_client_cls, "_transport_for_url", async_transport_for_url)
 
     except BaseException:
         undo()
@@ -189,4 +241,16 @@ two undone out of order can never leave one's wrapper on the classes."""
 
 
 def _host(request: Any) -> str:
-    return urlsplit(str(request.url)).hostname or ""
+    return _host_of(request.url)
+
+
+def _host_of(url: Any) -> str:
+    return urlsplit(str(url)).hostname or ""
+
+
+def _left_alone(lib: ModuleType) -> tuple[type, ...]:
+    """The transports a client keeps when a cassette serves it: those that answer in-process
+    by design, which a user passes in on purpose, and the bridges that already serve one."""
+    names = ("MockTransport", "WSGITransport", "ASGITransport")
+    found: tuple[type, ...] = tuple(getattr(lib, n) for n in names if hasattr(lib, n))
+    return (*found, HTTPBridge)

@@ -18,6 +18,7 @@ from ._session import RECORD_MODES, TIMING_MODES, RecordMode, TimingMode
 __all__ = [
     "EXPIRY_POLICIES",
     "OPTION_NAMES",
+    "UNSERVED_POLICIES",
     "UNUSED_POLICIES",
     "CassetteOptions",
     "cassette_file_name",
@@ -26,6 +27,7 @@ __all__ = [
 ]
 
 UNUSED_POLICIES: Final = ("warn", "fail", "ignore")
+UNSERVED_POLICIES: Final = ("fail", "warn")
 EXPIRY_POLICIES: Final = ("warn", "fail", "rerecord")
 _AGE_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _AGE: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
@@ -57,6 +59,7 @@ class CassetteOptions:
     record_on_error: bool = False
     max_age: float | None = None
     on_expired: str = "warn"
+    unserved: str = "fail"
 
 
 OPTION_NAMES: Final = tuple(f.name for f in fields(CassetteOptions))
@@ -121,6 +124,10 @@ def layer(base: CassetteOptions, values: Mapping[str, Any], where: str) -> Casse
             )
         if key == "unused" and value not in UNUSED_POLICIES:
             raise TypeError(f"{where}: unused={value!r} is not one of {', '.join(UNUSED_POLICIES)}")
+        if key == "unserved" and value not in UNSERVED_POLICIES:
+            raise TypeError(
+                f"{where}: unserved={value!r} is not one of {', '.join(UNSERVED_POLICIES)}"
+            )
         if key == "speed" and (
             isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
         ):

@@ -1,10 +1,20 @@
-"""The network tripwire: while a replay-only cassette is active, any connection attempt raises.
+"""The network tripwire: a connection that no cassette accounts for is stopped, and named.
 
 ``socket.socket.connect``, ``connect_ex`` and ``socket.getaddrinfo`` are replaced for the whole
-process, so every library (``requests``, ``urllib``, ``aiohttp``, asyncio streams) and every
-thread is covered. The error names the host and port, so nothing hangs on a network that CI
-does not have. Allowed hosts are matched by name, and the addresses they resolve to are then
-allowed too; Unix sockets are never blocked.
+process, so every library (``requests``, ``urllib``, ``aiohttp``, asyncio streams, a C extension
+that calls back into ``socket``) and every thread is covered. The check runs before the name is
+looked up, so nothing hangs on a network that CI does not have. Allowed hosts are matched by
+name, and the addresses they resolve to are then allowed too; Unix sockets are never blocked.
+
+It has two uses, one implementation:
+
+- While a replay-only cassette is active, every connection fails (loopback only when allowed).
+- While a cassette records, a connection that does not come from a served request
+  (:mod:`._served`) fails the test, or is reported as a warning: that traffic would not be
+  recorded, and the replay would fail without it. Loopback is let through.
+
+The error names the library that opened the connection (the outermost frame's package, or "a
+raw socket" for code calling ``socket`` itself), the host and the fix.
 """
 
 from __future__ import annotations
@@ -12,15 +22,29 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import socket
+import sys
+import sysconfig
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any, Final, Literal
 
 from ._errors import NetworkBlockedError
+from ._served import host_in_flight, is_sending
 
-__all__ = ["arm_tripwire"]
+__all__ = ["Unserved", "arm_tripwire", "who_connects"]
 
 _LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+# Frames that are the socket machinery itself, never "the library" that connects.
+_PLUMBING: Final = frozenset({"socket", "ssl", "selectors", "pytest_toolnexus", "_socket"})
+# Frames that run code rather than connect: a thread or executor around the real caller.
+_RUNNERS: Final = frozenset({"threading", "concurrent", "contextvars", "functools", "runpy"})
+_LIBRARY_DIRS: Final = tuple(
+    str(Path(p).resolve())
+    for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+)
 
 _lock = threading.Lock()
 _armed = False
@@ -35,15 +59,61 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _library_of(frame: FrameType) -> str | None:
+    """The package ``frame`` runs in when it is library code (installed or standard), else
+    None for the project's own code."""
+    module = str(frame.f_globals.get("__name__", ""))
+    top = module.split(".", 1)[0]
+    if top in sys.stdlib_module_names:
+        return module if top in ("http", "urllib", "xmlrpc", "ftplib", "smtplib") else top
+    filename = frame.f_code.co_filename
+    if any(filename.startswith(d) for d in _LIBRARY_DIRS) or "site-packages" in filename:
+        return top or None
+    return None
+
+
+def who_connects(frame: FrameType | None) -> str:
+    """Who opened a connection, from the frame that called into ``socket``: the innermost
+    library and the outermost one it was called through, or "a raw socket"."""
+    libraries: list[str] = []
+    while frame is not None:
+        top = str(frame.f_globals.get("__name__", "")).split(".", 1)[0]
+        if top not in _PLUMBING and top not in _RUNNERS:
+            library = _library_of(frame)
+            if library is None:
+                break  # the project's own code: whatever is inside it is the library
+            if library not in libraries and top not in ("_pytest", "pluggy", "pytest"):
+                libraries.append(library)
+        frame = frame.f_back
+    if not libraries:
+        return "a raw socket"
+    inner, outer = libraries[0], libraries[-1]
+    return inner if inner == outer else f"{inner} (called from {outer})"
+
+
+@dataclass
+class Unserved:
+    """What a recording session's tripwire saw go around the recorder: one entry per host."""
+
+    messages: dict[str, str] = field(default_factory=dict)
+
+
 def arm_tripwire(
     *,
     cassette: str,
     mode: str,
     allow_hosts: Iterable[str] = (),
     allow_loopback: bool = False,
+    recording: bool = False,
+    on_unserved: Literal["fail", "warn"] = "fail",
+    unserved: Unserved | None = None,
 ) -> Callable[[], None]:
     """Block every outgoing connection except to ``allow_hosts``; returns the function that
-    disarms it. ``allow_loopback`` also lets 127.0.0.0/8, ::1 and localhost through."""
+    disarms it. ``allow_loopback`` also lets 127.0.0.0/8, ::1 and localhost through.
+
+    With ``recording``, loopback and the connections of served requests are let through, and
+    ``on_unserved="warn"`` lets the others through too, noting each in ``unserved``.
+    """
     global _armed
     with _lock:
         if _armed:
@@ -59,31 +129,55 @@ def arm_tripwire(
     for name in names:
         with contextlib.suppress(ValueError):
             addresses.add(str(ipaddress.ip_address(name)))
+    loopback = allow_loopback or recording
+    seen = unserved if unserved is not None else Unserved()
 
     def allowed(host: str) -> bool:
         host = host.lower().strip("[]")
-        if allow_loopback and _is_loopback(host):
+        if loopback and _is_loopback(host):
+            return True
+        if recording and (is_sending() or host_in_flight(host)):
             return True
         if host in names or host in addresses:
             return True
         return any(n.startswith("*.") and host.endswith(n[1:]) for n in names)
 
-    def blocked(host: str, port: object) -> NetworkBlockedError:
-        return NetworkBlockedError(
-            f"pytest-toolnexus blocked a connection to {host}:{port}: cassette {cassette} is "
-            f"replay-only (record mode {mode!r}), so nothing may reach the network. This "
-            "request did not go through an httpx/httpx2 client the cassette serves (it came "
-            "from a library such as requests, urllib or aiohttp, or from a socket). Serve it "
-            "some other way, or let the host through with --cassette-allow-hosts="
-            f"{host} (allow_hosts=[{host!r}] on the marker)."
+    def message(host: str, port: object, who: str) -> str:
+        let_through = (
+            f"let the host through with --cassette-allow-hosts={host} "
+            f"(allow_hosts=[{host!r}] on the marker)"
         )
+        if not recording:
+            return (
+                f"pytest-toolnexus blocked a connection to {host}:{port}: cassette {cassette} "
+                f"is replay-only (record mode {mode!r}), so nothing may reach the network. "
+                f"It came from {who}, not from a client the cassette serves (httpx, httpx2, "
+                "aiohttp): serve the request through one of them, or " + let_through + "."
+            )
+        return (
+            f"pytest-toolnexus: {who} opened a connection to {host}:{port} that cassette "
+            f"{cassette} does not serve, while it records (record mode {mode!r}): the traffic "
+            "would not be recorded, and the replay would fail without it. Send the request "
+            "through a client the cassette serves (httpx, httpx2, aiohttp), or "
+            + let_through
+            + ", or make this a warning with unserved='warn' on the marker "
+            "(ini: cassette_unserved = warn)."
+        )
+
+    def stop(host: str, port: object) -> None:
+        text = message(host, port, who_connects(sys._getframe(2)))
+        if recording:
+            seen.messages.setdefault(host, text)
+            if on_unserved == "warn":
+                return
+        raise NetworkBlockedError(text)
 
     def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
         name = host.decode() if isinstance(host, bytes) else str(host)
         if host is not None and not allowed(name):
-            raise blocked(name, port)
+            stop(name, port)
         results = real_getaddrinfo(host, port, *args, **kwargs)
-        if host is not None:
+        if host is not None and (not recording or name.lower() in names):
             for *_, sockaddr in results:
                 addresses.add(str(sockaddr[0]).split("%", 1)[0])
         return results
@@ -93,7 +187,7 @@ def arm_tripwire(
             return
         host, port = str(address[0]), address[1]
         if not allowed(host):
-            raise blocked(host, port)
+            stop(host, port)
 
     def connect(self: socket.socket, address: Any) -> None:
         check(self, address)

@@ -21,12 +21,19 @@ import pytest
 from . import _hookspecs
 from ._cassette import Cassette, Interaction, RecordedRequest, load_cassette
 from ._patch import AsyncDirectLive, DirectLive, patch_http_clients
+from ._patch_libraries import patch_libraries
 from ._plugin_expiry import CassetteExpiredWarning, expiry
 from ._plugin_vcr import register_vcr_marker, unserved_vcr_marker
 from ._seam import AsyncTransport, Transport, TransportRequest
 from ._session import RECORD_MODES, TIMING_MODES, CassetteSession, UnusedInteractionsWarning
-from ._settings import UNUSED_POLICIES, CassetteOptions, default_cassette_path, layer
-from ._tripwire import arm_tripwire
+from ._settings import (
+    UNSERVED_POLICIES,
+    UNUSED_POLICIES,
+    CassetteOptions,
+    default_cassette_path,
+    layer,
+)
+from ._tripwire import Unserved, arm_tripwire
 
 __all__ = [
     "cassette",
@@ -116,6 +123,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "replayed stream was never read to its end: warn (default), fail, ignore",
     )
     group.addoption(
+        "--cassette-unserved",
+        choices=UNSERVED_POLICIES,
+        default=None,
+        help="what a recording test does when a connection goes around the cassette (a "
+        "library or socket it does not serve): fail (default) or warn",
+    )
+    group.addoption(
         "--cassette-report-unused-files",
         action="store_true",
         default=False,
@@ -133,6 +147,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
     )
     parser.addini("cassette_unused", "warn, fail or ignore unused interactions", default="warn")
+    parser.addini(
+        "cassette_unserved",
+        "fail or warn when a recording test's traffic goes around the cassette",
+        default="fail",
+    )
     parser.addini(
         "cassette_match_on",
         "what requests are matched on: default, vcrpy, or a list of method, scheme, host, "
@@ -163,7 +182,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "cassette(name=None, *, record=, timing=, speed=, ignore_body=, match_headers=, "
         "match_on=, ignore_query=, ignore_headers=, allow_repeats=, allow_hosts=, unused=, "
         "meta=, faults=, allow_secrets=, wire_check=, record_on_error=, max_age=, "
-        "on_expired=): serve this test's httpx/httpx2 traffic from a pytest-toolnexus cassette",
+        "on_expired=, unserved=): serve this test's HTTP traffic (httpx, httpx2, aiohttp) from a "
+        "pytest-toolnexus cassette",
     )
     register_vcr_marker(config)
     config.stash[_STATS] = _Stats()
@@ -209,6 +229,7 @@ def _ini_options(config: pytest.Config) -> dict[str, Any]:
         "record_on_error": config.getini("cassette_record_on_error"),
         "max_age": config.getini("cassette_max_age"),
         "on_expired": config.getini("cassette_on_expired"),
+        "unserved": config.getini("cassette_unserved"),
     }
 
 
@@ -219,6 +240,7 @@ def _cli_options(config: pytest.Config) -> dict[str, Any]:
         "timing": config.getoption("cassette_timing"),
         "allow_hosts": hosts,
         "unused": config.getoption("cassette_unused"),
+        "unserved": config.getoption("cassette_unserved"),
     }
 
 
@@ -363,6 +385,7 @@ def cassette(
             session.discard_recording()
             config.stash[_STATS].discarded.add(_shown(config, path))
 
+    unserved = Unserved()
     # Every undo is registered the moment its patch is in, so a failure anywhere (the clock
     # refusing to start, the test, a teardown step) takes off everything put on before it.
     with contextlib.ExitStack() as undo:
@@ -370,15 +393,19 @@ def cassette(
         undo.callback(live.close)
         undo.callback(session.close)
         undo.callback(keep_or_discard)
+        undo.callback(_report_unserved, item, unserved, options)
         undo.callback(patch_http_clients(session, options.allow_hosts))
-        if session.replay_only:
-            undo.callback(
-                arm_tripwire(
-                    cassette=_shown(config, path),
-                    mode=session.record_mode,
-                    allow_hosts=options.allow_hosts,
-                )
+        undo.callback(patch_libraries(session, options.allow_hosts))
+        undo.callback(
+            arm_tripwire(
+                cassette=_shown(config, path),
+                mode=session.record_mode,
+                allow_hosts=options.allow_hosts,
+                recording=not session.replay_only,
+                on_unserved="warn" if options.unserved == "warn" else "fail",
+                unserved=unserved,
             )
+        )
         session.start()
         started = True
         yield session
@@ -420,6 +447,23 @@ def pytest_runtest_makereport(
         if report.when == "call":
             item.stash[_CALL_FAILED] = True
     return report
+
+
+class UnservedTrafficWarning(UserWarning):
+    """A recording test's traffic went around the cassette (with ``unserved="warn"``)."""
+
+
+def _report_unserved(item: pytest.Item, unserved: Unserved, options: CassetteOptions) -> None:
+    """Fail (or warn about) connections a recording test made around its cassette, also when
+    the code under test caught the error the tripwire raised."""
+    if not unserved.messages:
+        return
+    text = "\n\n".join(unserved.messages.values())
+    if options.unserved == "warn":
+        warnings.warn(UnservedTrafficWarning(f"{item.nodeid}: {text}"), stacklevel=1)
+        return
+    if not item.stash.get(_CALL_FAILED, False):
+        pytest.fail(f"{item.nodeid}: {text}", pytrace=False)
 
 
 def _check_expiry(

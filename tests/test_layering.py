@@ -40,16 +40,16 @@ REPLAY_CORE = (
 )
 
 # The pytest plugin, the modules only it uses, and the pytest conformance kit built on it.
-PLUGIN = ("plugin", "_plugin*", "_hookspecs", "_settings", "_patch", "conformance")
+PLUGIN = ("plugin", "_plugin*", "_hookspecs", "_settings", "_patch*", "conformance")
 
 # Lowest first. A module belongs to the first pattern it matches.
 LAYERS: list[tuple[str, ...]] = [
     # 0: leaves
-    ("_version", "_errors", "_headers", "_cfunc", "_provenance", "_mask"),
+    ("_version", "_errors", "_headers", "_cfunc", "_provenance", "_mask", "_served"),
     # 1: the seam
     ("_cancel", "_seam", "_bodies", "_codings"),
-    # 2: httpx and httpx2 adapters
-    ("_compat", "_live", "_bridge"),
+    # 2: httpx and httpx2 adapters, and the bridges for other HTTP libraries (aiohttp, ...)
+    ("_compat", "_live", "_bridge", "_bridge_*"),
     # 3: the store
     STORE,
     # 4: record, replay and its faults, clocks, matching, the network tripwire, the sessions
@@ -287,6 +287,22 @@ def test_only_compat_live_and_bridge_import_httpx():
         f"{ {m: w for m, w in importers.items() if m not in HTTP_MODULES} }"
     )
     assert "_compat" in importers  # the check sees the imports it is meant to police
+
+
+# The other HTTP libraries: only their bridges and the patches that install them import one.
+OTHER_HTTP = {"aiohttp", "multidict", "yarl", "requests", "urllib3", "botocore", "boto3"}
+
+
+def test_only_bridges_and_their_patches_import_other_http_libraries():
+    importers = _external_importers(OTHER_HTTP)
+    outside = {
+        m: where
+        for m, where in importers.items()
+        if not (fnmatch.fnmatchcase(m, "_bridge_*") or fnmatch.fnmatchcase(m, "_patch_*"))
+    }
+
+    assert not outside, f"an HTTP library other than httpx imported outside a bridge: {outside}"
+    assert "_bridge_aiohttp" in importers  # the check sees the imports it is meant to police
 
 
 def test_the_store_never_imports_the_recorder_or_the_replayer():

@@ -20,13 +20,20 @@ from tests.support.plugin_projects import CHAT_CONFTEST
 PATCHED = """
 import datetime
 import socket
+import sys
 import time
 
+import aiohttp
 import httpx
 import httpx2
 
 def current():
     return {
+        "aiohttp.ClientSession._request": aiohttp.ClientSession.__dict__["_request"],
+        "httpx.Client._transport_for_url": httpx.Client.__dict__["_transport_for_url"],
+        "httpx2.AsyncClient._transport_for_url":
+            httpx2.AsyncClient.__dict__["_transport_for_url"],
+        "socket.getaddrinfo": socket.getaddrinfo,
         "httpx.HTTPTransport.handle_request": httpx.HTTPTransport.__dict__["handle_request"],
         "httpx.AsyncHTTPTransport.handle_async_request":
             httpx.AsyncHTTPTransport.__dict__["handle_async_request"],
@@ -45,6 +52,8 @@ ORIGINAL = current()
 
 def leaked():
     left = [name for name, value in current().items() if value is not ORIGINAL[name]]
+    if any(type(f).__module__.startswith("pytest_toolnexus") for f in sys.meta_path):
+        left.append("an import watch on sys.meta_path")
     if abs(time.monotonic() - time.clock_gettime(time.CLOCK_MONOTONIC)) > 5:
         left.append("time.monotonic reads a virtual clock")
     return left
@@ -244,3 +253,57 @@ def test_a_second_http_patch_is_refused_and_out_of_order_undos_leave_the_origina
         httpx2.AsyncHTTPTransport.__dict__["handle_async_request"],
     ] == originals
     patch_http_clients(first)()
+
+
+def test_an_aiohttp_stream_cancelled_mid_read_takes_off_what_it_put_on(leak_project, emulator):
+    # Given: a recording whose aiohttp stream is cancelled after its first chunk, and a test
+    # that imports nothing and fails at setup while its cassette is in.
+    emulator.configure(events=5, delay=0.2)
+    leak_project.makepyfile(
+        test_a_cancelled="""
+        import asyncio
+        import os
+
+        import aiohttp
+        import pytest
+
+
+        @pytest.mark.cassette(record="all")
+        def test_cancelled(cassette):
+            async def read():
+                async with aiohttp.ClientSession() as session:
+                    body = {"model": "m", "stream": True,
+                            "messages": [{"role": "user", "content": "hi"}]}
+                    url = os.environ["EMULATOR_URL"] + "/v1/chat/completions"
+                    async with session.post(url, json=body) as response:
+                        async for line in response.content:
+                            if line.strip():
+                                started.set()
+
+            async def main():
+                task = asyncio.ensure_future(read())
+                await started.wait()
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+
+            started = asyncio.Event()
+            asyncio.run(main())
+            assert cassette.requests[0].replayed is False
+
+
+        @pytest.fixture
+        def broken():
+            raise RuntimeError("setup broke")
+
+
+        @pytest.mark.cassette(record="all")
+        def test_setup_fails(cassette, broken):
+            pass
+        """
+    )
+
+    result = leak_project.runpytest_subprocess("-p", "no:randomly")
+
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*setup broke*"])

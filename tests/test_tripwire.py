@@ -345,7 +345,7 @@ import aiohttp
 import pytest
 import requests
 
-from pytest_toolnexus import NetworkBlockedError
+from pytest_toolnexus import CassetteMissError, NetworkBlockedError
 
 PORT = int(os.environ["TOOLNEXUS_TEST_PORT"])
 
@@ -373,16 +373,24 @@ def test_urllib_is_blocked():
 
 
 @pytest.mark.cassette("replay")
-def test_aiohttp_and_asyncio_are_blocked():
-    async def both():
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
-            with pytest.raises(aiohttp.ClientConnectionError) as caught:
-                await session.get("http://example.invalid:8080/")
-        assert isinstance(caught.value.__cause__, NetworkBlockedError)
+def test_asyncio_is_blocked():
+    async def connect():
         with pytest.raises(NetworkBlockedError):
             await asyncio.wait_for(asyncio.open_connection("203.0.113.5", 443), 2)
 
-    asyncio.run(both())
+    asyncio.run(connect())
+
+
+@pytest.mark.cassette("replay")
+def test_aiohttp_is_served_not_blocked(cassette):
+    async def get():
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+            await session.get("http://example.invalid:8080/")
+
+    # Served by the cassette: the request is a miss there, before any socket is opened.
+    with pytest.raises(CassetteMissError, match="GET http://example.invalid:8080/"):
+        asyncio.run(get())
+    cassette.misses.clear()  # seen and asserted, not hidden
 
 
 @pytest.mark.cassette("replay")
@@ -427,6 +435,6 @@ def test_the_plugin_arms_the_tripwire_for_a_replay_only_cassette(pytester, serve
 
     result = pytester.runpytest("-p", "no:cacheprovider", "--cassette-record=none")
 
-    result.assert_outcomes(passed=8)
+    result.assert_outcomes(passed=9)
     assert originals() == before
     assert [r.target for r in server.requests] == ["/allowed"]

@@ -848,12 +848,63 @@ def _ollama_chat(body: Mapping[str, Any], config: EmulatorConfig) -> _Plan:
     return _Plan(content_type="application/x-ndjson", events=events)
 
 
+def _gemini(body: Mapping[str, Any], config: EmulatorConfig, model: str, stream: bool) -> _Plan:
+    """Gemini ``generateContent`` (one JSON body) and ``streamGenerateContent`` (SSE, one
+    ``GenerateContentResponse`` per delta, the last carrying the finish reason and usage)."""
+    conversation = {"contents": body.get("contents")}
+    turn = _plan_turn(conversation, None, None, config.events)
+    usage = {
+        "promptTokenCount": turn.prompt_tokens,
+        "candidatesTokenCount": turn.completion_tokens,
+        "totalTokenCount": turn.prompt_tokens + turn.completion_tokens,
+    }
+
+    def answer(text: str, final: bool) -> dict[str, object]:
+        candidate: dict[str, object] = {
+            "content": {"parts": [{"text": text}], "role": "model"},
+            "index": 0,
+        }
+        reply: dict[str, object] = {"candidates": [candidate], "modelVersion": model}
+        if final:
+            candidate["finishReason"] = "STOP"
+            reply["usageMetadata"] = usage
+        reply["responseId"] = turn.digest[:16]
+        return reply
+
+    if not stream:
+        return _json_plan(answer(turn.text, True), deltas=len(turn.deltas))
+    events = [
+        _event("data", "delta", f"data: {_dumps(answer(piece, i == len(turn.deltas) - 1))}\r\n\r\n")
+        for i, piece in enumerate(turn.deltas)
+    ]
+    return _Plan(content_type="text/event-stream", events=events)
+
+
+_GEMINI_PATH: Final = re.compile(
+    r"^/v1(?:beta)?/models/([^/:]+):(generateContent|streamGenerateContent)$"
+)
+
 _PROVIDERS: Final = {
     CHAT_PATH: _chat_completion,
     RESPONSES_PATH: _responses,
     MESSAGES_PATH: _anthropic_messages,
     OLLAMA_CHAT_PATH: _ollama_chat,
 }
+
+
+def _provider(path: str) -> Any:
+    """The reply builder for ``path``, or None for a path the emulator does not serve."""
+    if path in _PROVIDERS:
+        return _PROVIDERS[path]
+    found = _GEMINI_PATH.match(path)
+    if found is None:
+        return None
+    model, method = found.groups()
+
+    def gemini(body: Mapping[str, Any], config: EmulatorConfig) -> _Plan:
+        return _gemini(body, config, model, method == "streamGenerateContent")
+
+    return gemini
 
 
 # --------------------------------------------------------------------------- server
@@ -1282,7 +1333,8 @@ class Emulator:
             plan.headers.extend(failure.headers)
             plan.deltas = 0
             return plan
-        if path not in _ROUTES:
+        provider = _provider(path)
+        if provider is None:
             return _json_plan(error_payload(path, 404, f"Unknown path {path!r}"), 404)
         if request.method != "POST":
             plan = _json_plan(error_payload(path, 405, f"Use POST for {path}"), 405)
@@ -1290,7 +1342,8 @@ class Emulator:
             return plan
         if not isinstance(request.body, Mapping):
             return _json_plan(error_payload(path, 400, "Request body must be a JSON object"), 400)
-        return _PROVIDERS[path](request.body, config)
+        plan: _Plan = provider(request.body, config)
+        return plan
 
     def _send(
         self,

@@ -1,0 +1,276 @@
+"""aiohttp served through the seam: google-genai's async client, unmodified, with aiohttp installed.
+
+Each test runs a pytester project twice, as a user would: once recording against the loopback
+emulator, then, with the emulator stopped, replaying. The project's test writes what it saw
+(each chunk's text and arrival, on the virtual clock and on the real one) to a file, and the
+assertions here compare the two runs with each other and with what the emulator sent.
+"""
+
+import itertools
+import json
+
+import pytest
+
+from tests.support.emulator import Emulator
+
+pytest_plugins = ["pytester"]
+
+GENAI_TESTS = """
+import asyncio
+import json
+import os
+import time
+
+import pytest
+from google import genai
+
+BASE = os.environ["EMULATOR_URL"]
+
+
+def wall():
+    return time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
+def client():
+    made = genai.Client(api_key="test-key", http_options={"base_url": BASE})
+    assert made._api_client._use_aiohttp(), "google-genai chose httpx, not aiohttp"
+    return made
+
+
+def report(name, cassette, **seen):
+    sent = cassette.requests[0]
+    seen.update(
+        url=sent.url,
+        replayed=sent.replayed,
+        deliveries=[d - sent.sent_at for d in sent.deliveries],
+        complete=sent.complete,
+        requests=len(cassette.requests),
+    )
+    with open(os.environ["SEEN"], "a") as out:
+        out.write(json.dumps({"test": name, **seen}) + "\\n")
+
+
+@pytest.mark.cassette
+def test_generate_content(cassette):
+    async def main():
+        reply = await client().aio.models.generate_content(model="gemini-test", contents="Hi")
+        return reply.text, reply.candidates[0].finish_reason.name
+
+    text, finish = asyncio.run(main())
+    report("generate", cassette, texts=[text], finish=finish)
+
+
+@pytest.mark.cassette
+def test_generate_content_stream(cassette):
+    async def main():
+        texts, virtual, real = [], [], []
+        stream = await client().aio.models.generate_content_stream(
+            model="gemini-test", contents="Count"
+        )
+        start, start_wall = time.monotonic(), wall()
+        async for chunk in stream:
+            virtual.append(time.monotonic() - start)
+            real.append(wall() - start_wall)
+            texts.append(chunk.text)
+        return texts, virtual, real
+
+    texts, virtual, real = asyncio.run(main())
+    report("stream", cassette, texts=texts, virtual=virtual, real=real)
+"""
+
+
+def seen_by(path):
+    return {entry["test"]: entry for entry in map(json.loads, path.read_text().splitlines())}
+
+
+@pytest.fixture
+def project(pytester, monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    pytester.makepyfile(test_genai=GENAI_TESTS)
+    return pytester
+
+
+def record_then_replay(project, monkeypatch, emulator):
+    """Run the project recording against ``emulator``, stop it, run it again replaying;
+    returns what each run's tests saw."""
+    recorded_file = project.path / "recorded.jsonl"
+    replayed_file = project.path / "replayed.jsonl"
+    monkeypatch.setenv("EMULATOR_URL", emulator.base_url)
+    monkeypatch.setenv("SEEN", str(recorded_file))
+    recording = project.runpytest_subprocess("--cassette-record=once", "-p", "no:randomly")
+    recording.assert_outcomes(passed=2)
+    emulator.stop()
+    monkeypatch.setenv("SEEN", str(replayed_file))
+    replaying = project.runpytest_subprocess("-p", "no:randomly")
+    replaying.assert_outcomes(passed=2)
+    replaying.stdout.fnmatch_lines(["*cassettes: 2 used, 2 replayed, 0 recorded, 0 written*"])
+    return seen_by(recorded_file), seen_by(replayed_file)
+
+
+DELAY = 0.5
+EVENTS = 5
+
+
+def test_genai_async_over_aiohttp_records_then_replays_offline_on_the_recorded_times(
+    project, monkeypatch
+):
+    emulator = Emulator(events=EVENTS, delay=DELAY).start()
+    try:
+        recorded, replayed = record_then_replay(project, monkeypatch, emulator)
+        sent = emulator.responses
+    finally:
+        emulator.stop()
+
+    # Recording reached the emulator once per test, and wrote a cassette for each.
+    assert sorted(r.path.rsplit(":", 1)[1] for r in sent) == [
+        "generateContent",
+        "streamGenerateContent",
+    ]
+    assert sorted(p.name for p in project.path.glob("cassettes/test_genai/*.msgpack")) == [
+        "test_generate_content.msgpack",
+        "test_generate_content_stream.msgpack",
+    ]
+    for name in ("generate", "stream"):
+        assert recorded[name]["replayed"] is False
+        assert replayed[name]["replayed"] is True
+        assert replayed[name]["texts"] == recorded[name]["texts"]
+        assert replayed[name]["url"] == recorded[name]["url"]
+        assert recorded[name]["complete"]
+        assert replayed[name]["complete"]
+    assert recorded["generate"]["finish"] == replayed["generate"]["finish"] == "STOP"
+    (stream,) = [r for r in sent if r.path.endswith(":streamGenerateContent")]
+    deltas = [json.loads(e.data.decode()[len("data: ") :]) for e in stream.events]
+    words = [d["candidates"][0]["content"]["parts"][0]["text"] for d in deltas]
+    live, again = recorded["stream"], replayed["stream"]
+    assert live["texts"] == words
+    assert live["url"].endswith(":streamGenerateContent?alt=sse")
+
+    # While recording, each chunk reached the client as the emulator wrote it: not buffered.
+    gaps = [b - a for a, b in zip(live["real"], live["real"][1:], strict=False)]
+    assert len(gaps) == EVENTS - 1
+    assert all(gap >= DELAY * 0.8 for gap in gaps), gaps
+    # The recording stamped each event on arrival, one delay apart.
+    stamps = live["deliveries"]
+    assert len(stamps) == EVENTS
+    assert all(b - a >= DELAY * 0.8 for a, b in itertools.pairwise(stamps)), stamps
+    # Replayed, each chunk reached the client at its recorded offset on the virtual clock ...
+    assert again["deliveries"] == pytest.approx(stamps, abs=1e-3)
+    start = again["deliveries"][0] - again["virtual"][0]
+    assert [start + t for t in again["virtual"]] == pytest.approx(stamps, abs=1e-3)
+    # ... and the two seconds of gaps were not slept.
+    recorded_span = stamps[-1] - stamps[0]
+    assert recorded_span >= 2.0 * 0.8
+    assert again["real"][-1] < recorded_span / 2
+
+
+# -- openai and anthropic with DefaultAioHttpClient: httpx clients over an aiohttp transport ----
+
+AIOHTTP_CLIENT_TESTS = """
+import asyncio
+import json
+import os
+import time
+
+import anthropic
+import openai
+import pytest
+
+BASE = os.environ["EMULATOR_URL"]
+MESSAGES = [{"role": "user", "content": "Count."}]
+
+
+def wall():
+    return time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
+def report(name, cassette, **seen):
+    sent = cassette.requests[0]
+    seen.update(
+        replayed=sent.replayed,
+        deliveries=[d - sent.sent_at for d in sent.deliveries],
+        complete=sent.complete,
+        requests=len(cassette.requests),
+    )
+    with open(os.environ["SEEN"], "a") as out:
+        out.write(json.dumps({"test": name, **seen}) + "\\n")
+
+
+async def timed(stream, text_of):
+    texts, virtual = [], []
+    start = time.monotonic()
+    async for item in stream:
+        text = text_of(item)
+        if text:
+            virtual.append(time.monotonic() - start)
+            texts.append(text)
+    return texts, virtual
+
+
+@pytest.mark.cassette
+def test_openai(cassette):
+    async def main():
+        http = openai.DefaultAioHttpClient()
+        assert type(http._transport).__name__ == "AiohttpTransport"
+        async with openai.AsyncOpenAI(
+            api_key="sk-test", base_url=BASE + "/v1", http_client=http, max_retries=0
+        ) as client:
+            stream = await client.chat.completions.create(
+                model="m", messages=MESSAGES, stream=True
+            )
+            return await timed(
+                stream, lambda c: c.choices[0].delta.content if c.choices else None
+            )
+
+    texts, virtual = asyncio.run(main())
+    report("openai", cassette, texts=texts, virtual=virtual)
+
+
+@pytest.mark.cassette
+def test_anthropic(cassette):
+    async def main():
+        http = anthropic.DefaultAioHttpClient()
+        assert type(http._transport).__name__ == "AiohttpTransport"
+        async with anthropic.AsyncAnthropic(
+            api_key="sk-ant-test", base_url=BASE, http_client=http, max_retries=0
+        ) as client:
+            stream = await client.messages.create(
+                model="claude-test", max_tokens=64, messages=MESSAGES, stream=True
+            )
+            return await timed(
+                stream,
+                lambda e: e.delta.text if e.type == "content_block_delta" else None,
+            )
+
+    texts, virtual = asyncio.run(main())
+    report("anthropic", cassette, texts=texts, virtual=virtual)
+"""
+
+SHORT_DELAY = 0.15
+
+
+def test_openai_and_anthropic_default_aiohttp_clients_record_then_replay(pytester, monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    pytester.makepyfile(test_sdks=AIOHTTP_CLIENT_TESTS)
+    emulator = Emulator(events=EVENTS, delay=SHORT_DELAY).start()
+    try:
+        recorded, replayed = record_then_replay(pytester, monkeypatch, emulator)
+        paths = sorted(r.path for r in emulator.responses)
+    finally:
+        emulator.stop()
+
+    assert paths == ["/v1/chat/completions", "/v1/messages"]
+    for name in ("openai", "anthropic"):
+        live, again = recorded[name], replayed[name]
+        assert (live["replayed"], again["replayed"]) == (False, True)
+        assert live["requests"] == again["requests"] == 1
+        assert len(live["texts"]) == EVENTS
+        assert again["texts"] == live["texts"]
+        assert live["complete"]
+        assert again["complete"]
+        # Recorded as the deltas came, one delay apart, and replayed on those offsets.
+        stamps = live["deliveries"]
+        gaps = [b - a for a, b in itertools.pairwise(stamps)]
+        assert sum(gap >= SHORT_DELAY * 0.8 for gap in gaps) >= EVENTS - 1, (name, gaps)
+        assert again["deliveries"] == pytest.approx(stamps, abs=1e-3)
+        spread = again["virtual"][-1] - again["virtual"][0]
+        assert (EVENTS - 1) * SHORT_DELAY * 0.8 <= spread <= stamps[-1], (name, spread)

@@ -1,0 +1,91 @@
+"""Bridges install when their library is imported, never before, and come off with the test."""
+
+import subprocess
+import sys
+
+import pytest
+
+from pytest_toolnexus._patch_imports import when_imported
+
+HTTP_LIBRARIES = ("aiohttp", "requests", "urllib3", "botocore", "boto3")
+
+
+def test_importing_the_package_and_the_plugin_imports_no_other_http_library():
+    code = (
+        "import sys, pytest_toolnexus, pytest_toolnexus.plugin\n"
+        f"print(sorted(m for m in {HTTP_LIBRARIES!r} if m in sys.modules))\n"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+    assert found == "[]"
+
+
+@pytest.fixture
+def library(tmp_path, monkeypatch):
+    """A module nobody has imported yet, on the path."""
+    (tmp_path / "late_library.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "late_library", raising=False)
+    yield "late_library"
+    sys.modules.pop("late_library", None)
+
+
+def watches():
+    return [f for f in sys.meta_path if type(f).__module__ == "pytest_toolnexus._patch_imports"]
+
+
+def test_a_library_imported_later_is_patched_when_it_is_imported(library):
+    events = []
+
+    def install():
+        events.append(("installed", sys.modules[library].VALUE))
+        return lambda: events.append("undone")
+
+    undo = when_imported(library, install)
+    assert events == []  # nothing imported, nothing installed
+    assert len(watches()) == 1
+
+    __import__(library)
+    assert events == [("installed", 1)]  # right after the module ran
+
+    undo()
+    assert events == [("installed", 1), "undone"]
+    assert watches() == []
+    undo()  # a second undo does nothing
+    assert events == [("installed", 1), "undone"]
+
+
+def test_a_library_already_imported_is_patched_at_once(library):
+    __import__(library)
+    events = []
+    undo = when_imported(library, lambda: (events.append("installed"), lambda: None)[1])
+
+    assert events == ["installed"]
+    assert watches() == []
+    undo()
+
+
+def test_a_library_never_imported_leaves_nothing_behind(library):
+    events = []
+    undo = when_imported(library, lambda: (events.append("installed"), lambda: None)[1])
+    undo()
+
+    assert events == []
+    assert watches() == []
+    __import__(library)  # after the undo, importing installs nothing
+    assert events == []
+
+
+def test_a_probe_for_the_library_installs_nothing_and_keeps_the_watch(library):
+    import importlib.util
+
+    events = []
+    undo = when_imported(library, lambda: (events.append("installed"), lambda: None)[1])
+
+    assert importlib.util.find_spec(library) is not None  # a check, as SDKs make, not an import
+    assert events == []
+    __import__(library)
+    assert events == ["installed"]
+    undo()
