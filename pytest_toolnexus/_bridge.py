@@ -117,10 +117,11 @@ class HTTPBridge(_compat.SyncTransportBase, _compat.AsyncTransportBase):
             stream = _SyncPull(response.body, lib, request)
             headers = response.headers.without("content-length")
             return lib.Response(
-                response.status, headers=headers.multi_items(), stream=stream, request=request
+                response.status, headers=headers.wire_pairs(), stream=stream, request=request
             )
         pairs, content = wire_body(response, request.method)
-        return lib.Response(response.status, headers=pairs, content=content, request=request)
+        wire = Headers(pairs).wire_pairs()
+        return lib.Response(response.status, headers=wire, content=content, request=request)
 
     async def handle_async_request(self, request: Any) -> Any:
         if self._async_transport is None:
@@ -138,10 +139,11 @@ class HTTPBridge(_compat.SyncTransportBase, _compat.AsyncTransportBase):
             stream = _AsyncPull(response.body, lib, request)
             headers = response.headers.without("content-length")
             return lib.Response(
-                response.status, headers=headers.multi_items(), stream=stream, request=request
+                response.status, headers=headers.wire_pairs(), stream=stream, request=request
             )
         pairs, content = wire_body(response, request.method)
-        return lib.Response(response.status, headers=pairs, content=content, request=request)
+        wire = Headers(pairs).wire_pairs()
+        return lib.Response(response.status, headers=wire, content=content, request=request)
 
     def close(self) -> None:
         close = getattr(self._transport, "close", None)

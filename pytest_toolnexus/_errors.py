@@ -21,6 +21,7 @@ __all__ = [
     "PoolTimeout",
     "ReadError",
     "ReadTimeout",
+    "RecorderWarning",
     "RemoteProtocolError",
     "ReplayError",
     "SecretFoundError",
@@ -178,6 +179,11 @@ class ReplayError(ToolnexusError):
 
 class CassetteExpiredWarning(UserWarning):
     """A cassette is older than its ``max_age``, or has no date to tell its age by."""
+
+
+class RecorderWarning(UserWarning):
+    """The recorder could not parse what it recorded (the body is kept as timed raw chunks);
+    the client read the server's stream untouched."""
 
 
 # Tracebacks and pytest's short summary name the public spelling (pytest_toolnexus.X), the one

@@ -18,6 +18,13 @@ def _text(value: str | bytes) -> str:
     return value.decode("latin-1") if isinstance(value, bytes) else value
 
 
+def _wire(text: str) -> bytes:
+    try:
+        return text.encode("latin-1")
+    except UnicodeEncodeError:
+        return text.encode("utf-8")
+
+
 @final
 class Headers(Mapping[str, str]):
     """Immutable HTTP headers.
@@ -113,6 +120,12 @@ class Headers(Mapping[str, str]):
     def __repr__(self) -> str:
         # Masked: a header that holds a key must not show in a frame pytest prints.
         return mask_text(f"Headers({list(self._items)!r})")
+
+    def wire_pairs(self) -> list[tuple[bytes, bytes]]:
+        """The pairs as bytes for a client library: latin-1, which gives back exactly the
+        bytes a header arrived as (they are read as latin-1), or UTF-8 for a value made here
+        with characters latin-1 cannot hold."""
+        return [(_wire(name), _wire(value)) for name, value in self._items]
 
     def get_list(self, name: str) -> list[str]:
         """Every value sent under ``name``, in order; an empty list when there is none."""

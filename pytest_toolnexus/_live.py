@@ -35,8 +35,7 @@ def _timeout_extension(request: TransportRequest) -> dict[str, Any]:
 def _build(lib: ModuleType, request: TransportRequest, client: Any | None) -> Any:
     """The library request for ``request``: via the client when there is one, so that its
     defaults (headers, base URL, cookies) apply exactly as for a direct call."""
-    headers = request.headers.multi_items()
-    kwargs: dict[str, Any] = {"headers": headers}
+    kwargs: dict[str, Any] = {"headers": request.headers.wire_pairs()}
     if request.content is not None:
         kwargs["content"] = request.content
     elif isinstance(request.body, bytes):
@@ -52,15 +51,19 @@ def _build(lib: ModuleType, request: TransportRequest, client: Any | None) -> An
 
 
 def _seam_headers(lib_response: Any) -> Headers:
-    headers = Headers(lib_response.headers.multi_items())
+    # The raw bytes, read as latin-1, so that a value that is not ASCII (``x-name: café`` in
+    # UTF-8 or latin-1) goes back to the client byte for byte; names in lower case, as httpx
+    # gives them.
+    headers = Headers([(k.lower(), v) for k, v in lib_response.headers.raw])
     if keeps_content_length(lib_response.request.method, lib_response.status_code):
         return headers.without("content-encoding", "transfer-encoding")
     return headers.without(*_WIRE_HEADERS)
 
 
-def _parsed_or_bytes(lib_response: Any, content: bytes) -> TransportResponse:
+def _parsed_or_bytes(lib_response: Any, content: bytes, exact: bool) -> TransportResponse:
     headers = _seam_headers(lib_response)
-    return TransportResponse(lib_response.status_code, headers, decode_body(headers, content))
+    body = content if exact else decode_body(headers, content)
+    return TransportResponse(lib_response.status_code, headers, body)
 
 
 class _Cancellation:
@@ -100,9 +103,13 @@ class _Live:
         *,
         transport: Any | None = None,
         library: ModuleType | None = None,
+        exact: bool = False,
     ) -> None:
         if client is not None and transport is not None:
             raise TypeError("pass client= or transport=, not both")
+        # exact: answers read whole are handed on as the server's bytes, not parsed (a
+        # bridge passes them to a client, which must see what the server sent).
+        self._exact = exact
         self._owns_client = client is None and transport is None
         self._client: Any | None = self._client_type() if self._owns_client else client
         self._transport = transport
@@ -116,7 +123,8 @@ class LiveTransport(_Live):
     ``LiveTransport()`` owns a plain ``httpx.Client``. Pass ``client=`` to send through your
     own client (httpx or httpx2), or ``transport=`` to send through an httpx/httpx2 transport
     directly, as the pytest plugin does with a client's original transport (then ``library=``
-    names the module, httpx or httpx2, whose requests that transport takes).
+    names the module, httpx or httpx2, whose requests that transport takes). A JSON answer
+    is parsed for the seam; ``exact=True`` hands on the server's bytes instead.
     """
 
     _client_type = httpx.Client
@@ -152,7 +160,7 @@ class LiveTransport(_Live):
             content = b"".join(self._chunks(lib, lib_response, cancellation))
         finally:
             lib_response.close()
-        return _parsed_or_bytes(lib_response, content)
+        return _parsed_or_bytes(lib_response, content, self._exact)
 
     @staticmethod
     def _chunks(lib: ModuleType, lib_response: Any, cancellation: _Cancellation) -> Iterator[bytes]:
@@ -215,7 +223,7 @@ class AsyncLiveTransport(_Live):
             content = b"".join([c async for c in self._chunks(lib, lib_response, cancellation)])
         finally:
             await lib_response.aclose()
-        return _parsed_or_bytes(lib_response, content)
+        return _parsed_or_bytes(lib_response, content, self._exact)
 
     @staticmethod
     async def _chunks(

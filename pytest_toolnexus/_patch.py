@@ -119,7 +119,7 @@ def patch_http_clients(
     def sync_bridge(transport: Any, lib: ModuleType, send: Callable[..., Any]) -> HTTPBridge:
         bridge = bridges.get(transport)
         if bridge is None:
-            live = LiveTransport(transport=_Original(transport, send), library=lib)
+            live = LiveTransport(transport=_Original(transport, send), library=lib, exact=True)
             bridge = HTTPBridge(session.transport_for(live))
             bridges[transport] = bridge
         return bridge
@@ -127,7 +127,7 @@ def patch_http_clients(
     def async_bridge(transport: Any, lib: ModuleType, send: Callable[..., Any]) -> HTTPBridge:
         bridge = bridges.get(transport)
         if bridge is None:
-            live = AsyncLiveTransport(transport=_Original(transport, send), library=lib)
+            live = AsyncLiveTransport(transport=_Original(transport, send), library=lib, exact=True)
             bridge = HTTPBridge(async_transport=session.async_transport_for(live))
             bridges[transport] = bridge
         return bridge

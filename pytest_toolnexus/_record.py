@@ -116,15 +116,32 @@ class BodyRecorder:
         self._whole = self._sse is None and self._ndjson is None and is_json_type(media)
         self._events: list[dict[str, object]] = []
         self._buffer: list[bytes] = []
-        # An event stream's raw chunks too, in case it turns out not to be one.
+        # An event stream's raw chunks too, in case it turns out not to be one (or holds bytes
+        # that are not UTF-8), and for a recorder that fails on a chunk.
         self._raw: list[tuple[float, bytes]] = []
+        self.problem: str | None = None
+        """Why the pieces could not be parsed (the body is then kept as timed chunks)."""
 
     def feed(self, chunk: bytes, t_ms: float) -> int:
-        """Take one chunk; returns how many stored pieces (events, lines, chunks) it completed."""
+        """Take one chunk; returns how many stored pieces (events, lines, chunks) it completed.
+
+        Never raises: a chunk the parser fails on (a payload nested past the interpreter's
+        limit, say) turns the body into timed raw chunks, and :attr:`problem` says why. The
+        client's stream is never the recorder's to break.
+        """
+        if chunk:
+            self._raw.append((t_ms, chunk))  # references only: the bytes are not copied
+        if self.problem is not None:
+            return 1 if chunk else 0
+        try:
+            return self._feed(chunk, t_ms)
+        except Exception as exc:
+            self.problem = f"{type(exc).__name__} while parsing the stream: {exc}"[:300]
+            return 0
+
+    def _feed(self, chunk: bytes, t_ms: float) -> int:
         before = len(self._events)
         if self._sse is not None:
-            if chunk:
-                self._raw.append((t_ms, chunk))
             self._events.extend(sse_event_doc(t_ms, e) for e in self._sse.feed(chunk))
         elif self._ndjson is not None:
             for line in self._ndjson.feed(chunk):
@@ -152,9 +169,17 @@ class BodyRecorder:
             return isinstance(value, dict) and value.get("done") is True
         return False
 
+    def _raw_body(self) -> ChunksBody:
+        return ChunksBody([{"t": round(t, 3), "data": chunk} for t, chunk in self._raw])
+
     def finish(self) -> Body:
+        if self.problem is not None:
+            return self._raw_body()
         if self._sse is not None:
             rest = self._sse.finish()
+            if self._sse.lossy:
+                # Bytes that are not UTF-8 would become U+FFFD in events: keep the bytes.
+                return self._raw_body()
             if self._sse.dropped:
                 # Not an event stream after all: events would lose the lines a parser drops.
                 # Kept as the JSON it is, or as its timed chunks, byte for byte.
@@ -163,7 +188,7 @@ class BodyRecorder:
                 whole = fixed_body(as_json, data)
                 if isinstance(whole, JsonBody):
                     return whole
-                return ChunksBody([{"t": round(t, 3), "data": chunk} for t, chunk in self._raw])
+                return self._raw_body()
             return SseBody(self._events, rest)
         if self._ndjson is not None:
             return NdjsonBody(self._events, self._ndjson.finish())
@@ -183,6 +208,7 @@ class _Recording:
     def __init__(self, request: TransportRequest, on_record: Callable[[Interaction], None]) -> None:
         self.observe: Observer | None = None
         self.on_end: Callable[[], None] | None = None
+        self.on_problem: Callable[[str], None] | None = None
         self._pieces = 0
         self.request = recorded_request(request)
         self._on_record = on_record
@@ -255,13 +281,19 @@ class _Recording:
         if not complete and error is None and self._body.reached_end_marker():
             complete = True
         t_end = self.elapsed()
+        body = self._body.finish()
+        if self._body.problem is not None and self.on_problem is not None:
+            self.on_problem(
+                f"{self.request.method} {self.request.url}: {self._body.problem}; the client "
+                "read the stream as sent, and the cassette keeps it as timed raw chunks"
+            )
         self._emit(
             Interaction(
                 self.request,
                 RecordedResponse(
                     self._status,
                     self._headers,
-                    self._body.finish(),
+                    body,
                     self._t_headers,
                     t_end,
                     None if error is None else _error_of(error, t_end),
@@ -308,8 +340,13 @@ def _error_of(exc: BaseException, t_ms: float) -> RecordedError:
 class _Recorder:
     """What the sync and async recording transports share: the recordings in flight."""
 
-    def __init__(self, on_record: Callable[[Interaction], None]) -> None:
+    def __init__(
+        self,
+        on_record: Callable[[Interaction], None],
+        on_problem: Callable[[str], None] | None = None,
+    ) -> None:
         self._on_record = on_record
+        self._on_problem = on_problem
         self._inflight = _Inflight()
 
     def finish_pending(self) -> int:
@@ -326,6 +363,7 @@ class _Recorder:
         recording = self._inflight.start(request, on_record or self._on_record)
         recording.observe = observe
         recording.on_end = on_end
+        recording.on_problem = self._on_problem
         return recording
 
 
@@ -339,8 +377,13 @@ class RecordingTransport(_Recorder):
     called when the client has read the whole answer.
     """
 
-    def __init__(self, live: Transport, on_record: Callable[[Interaction], None]) -> None:
-        super().__init__(on_record)
+    def __init__(
+        self,
+        live: Transport,
+        on_record: Callable[[Interaction], None],
+        on_problem: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__(on_record, on_problem)
         self._live = live
 
     def __call__(
@@ -394,8 +437,13 @@ def _tee(stream: ByteStream, recording: _Recording) -> Iterator[bytes]:
 class AsyncRecordingTransport(_Recorder):
     """The async mirror of :class:`RecordingTransport`."""
 
-    def __init__(self, live: AsyncTransport, on_record: Callable[[Interaction], None]) -> None:
-        super().__init__(on_record)
+    def __init__(
+        self,
+        live: AsyncTransport,
+        on_record: Callable[[Interaction], None],
+        on_problem: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__(on_record, on_problem)
         self._live = live
 
     async def __call__(

@@ -39,6 +39,7 @@ from ._clock import Clock, InstantClock, RealClock, real_wall
 from ._errors import (
     CassetteFormatError,
     CassetteMissError,
+    RecorderWarning,
     SecretFoundError,
     WireCheckError,
 )
@@ -218,6 +219,8 @@ class CassetteSession:
         self.misses: list[CassetteMissError] = []
         self.written = False
         self._discard = False
+        self.recorder_problems: list[str] = []
+        """What the recorder could not parse (the client's stream was not touched)."""
         # Credential values in the environment when each request was sent (recording only):
         # the scan at write time must find a key a test set and a monkeypatch took away.
         self._seen_env: set[tuple[str, str]] = set()
@@ -330,7 +333,9 @@ class CassetteSession:
         """A sync seam transport that records through ``live`` (default: its own client)."""
         # Made before any request is timed, since opening a client takes a while.
         recorder = (
-            RecordingTransport(live or self._default_live(), self._keeper())
+            RecordingTransport(
+                live or self._default_live(), self._keeper(), self.recorder_problems.append
+            )
             if self._may_record
             else None
         )
@@ -359,7 +364,9 @@ class CassetteSession:
     def async_transport_for(self, live: AsyncTransport | None) -> AsyncTransport:
         """An async seam transport that records through ``live`` (default: its own client)."""
         recorder = (
-            AsyncRecordingTransport(live or self._default_async_live(), self._keeper())
+            AsyncRecordingTransport(
+                live or self._default_async_live(), self._keeper(), self.recorder_problems.append
+            )
             if self._may_record
             else None
         )
@@ -667,6 +674,7 @@ class CassetteSession:
         # registered in the reverse of the order they run in.
         with contextlib.ExitStack() as steps:
             steps.callback(self._report_unused)
+            steps.callback(self._report_recorder_problems)
             steps.callback(self._write)
             for live in self._owned_live:
                 steps.callback(live.close)
@@ -729,6 +737,13 @@ class CassetteSession:
             "for a value that is a known fake, list it in allow_secrets.",
             path=str(self.path),
         )
+
+    def _report_recorder_problems(self) -> None:
+        for problem in self.recorder_problems:
+            warnings.warn(
+                RecorderWarning(self._scanner().mask(f"cassette {self.path}: recording {problem}")),
+                stacklevel=3,
+            )
 
     def _report_unused(self) -> None:
         unused = self.unused()

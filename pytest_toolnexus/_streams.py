@@ -30,9 +30,10 @@ def parse_json_text(text: str) -> tuple[bool, Any]:
     """``(True, value)`` when ``text`` is one JSON document whose numbers msgpack can carry."""
     try:
         value = json.loads(text)
-    except ValueError:
-        return False, None
-    if not storable(value):
+        if not storable(value):
+            return False, None
+    except (ValueError, RecursionError):
+        # Not JSON, or nested deeper than the interpreter walks: kept as the text it is.
         return False, None
     return True, value
 
@@ -98,8 +99,18 @@ class SseParser:
         self._first = True
         self._after_cr = False
         self.dropped = 0
+        self._strict = codecs.getincrementaldecoder("utf-8")("strict")
+        self.lossy = False
+        """Whether the stream held bytes that are not UTF-8 (each became U+FFFD in events)."""
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
+        if not self.lossy:
+            # A strict decoder beside the forgiving one: a character split across chunks is
+            # fine, a byte that no UTF-8 holds is not.
+            try:
+                self._strict.decode(chunk)
+            except UnicodeDecodeError:
+                self.lossy = True
         text = self._decoder.decode(chunk)
         if self._first and text:
             if text.startswith("\ufeff"):
@@ -150,6 +161,11 @@ class SseParser:
 
     def finish(self) -> str:
         """The raw text of an unterminated final event, or ``""``."""
+        if not self.lossy:
+            try:
+                self._strict.decode(b"", final=True)
+            except UnicodeDecodeError:
+                self.lossy = True  # the stream ended inside a character
         tail = self._buffer + self._decoder.decode(b"", final=True)
         pending = self._current
         self._buffer = ""

@@ -57,6 +57,7 @@ EXPORTED = [
     "RecordedError",
     "RecordedRequest",
     "RecordedResponse",
+    "RecorderWarning",
     "RecordingTransport",
     "RemoteProtocolError",
     "ReplayError",

@@ -1,0 +1,200 @@
+"""Recording never changes what the client sees (issue 14, items 1 to 4): header bytes that
+are not ASCII, a JSON body's exact bytes, SSE bytes that are not UTF-8, and a recorder that
+fails on a chunk. Each is tried over its class against a loopback server, through a real
+httpx client served by the plugin's patch, then replayed with the server gone."""
+
+import contextlib
+import json
+import warnings
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pytest_toolnexus import CassetteSession, RecorderWarning, load_cassette
+from pytest_toolnexus._cassette import ChunksBody, JsonBody
+from pytest_toolnexus._patch import patch_http_clients
+from tests.support.servers import Drip, Fixed, LoopbackServer
+
+STREAM = {"model": "m", "stream": True}  # a request the recorder times as a stream
+PROPERTY = settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@contextlib.contextmanager
+def served(path, record):
+    """A session for ``path``, with every httpx client in the process served by it."""
+    session = CassetteSession(path, record=record, timing="instant", on_unused="ignore")
+    undo = patch_http_clients(session)
+    try:
+        with session:
+            yield session
+    finally:
+        undo()
+
+
+def record_and_replay(tmp_path, handler, read):
+    """``read(client, url)`` while recording against ``handler``, then again while replaying
+    with the server stopped; both results."""
+    path = tmp_path / "c.msgpack"
+    path.unlink(missing_ok=True)
+    with LoopbackServer(handler) as server:
+        url = server.url("/v1/x")
+        with served(path, "all"), httpx.Client() as client:
+            live = read(client, url)
+    with served(path, "none"), httpx.Client() as client:
+        again = read(client, url)
+    return live, again, path
+
+
+# -- 1: header bytes ----------------------------------------------------------------------------
+
+
+def header_bytes():
+    text = (
+        st.text(
+            st.characters(min_codepoint=0x20, max_codepoint=0x2FF, exclude_characters="\x7f"),
+            min_size=1,
+            max_size=12,
+        )
+        .map(str.strip)
+        .filter(bool)
+    )
+    utf8 = text.map(lambda t: t.encode("utf-8"))
+    latin1 = text.filter(lambda t: max(map(ord, t)) <= 0xFF).map(lambda t: t.encode("latin-1"))
+    return utf8 | latin1
+
+
+@PROPERTY
+@given(value=header_bytes())
+def test_a_header_that_is_not_ascii_reaches_the_client_byte_for_byte(tmp_path, value):
+    def read(client, url):
+        response = client.get(url)
+        return response.status_code, dict(response.headers.raw)[b"x-name"]
+
+    handler = Fixed(200, [("x-name", value.decode("latin-1"))], b"ok")
+    live, again, _ = record_and_replay(tmp_path, handler, read)
+
+    assert live == (200, value)
+    assert again == (200, value)
+
+
+# -- 2: the server's exact JSON bytes -----------------------------------------------------------
+
+
+def json_texts():
+    values = st.recursive(
+        st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=8),
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+        ),
+        max_leaves=8,
+    )
+    styles = st.sampled_from(
+        [
+            lambda v: json.dumps(v),
+            lambda v: json.dumps(v, indent=2) + "\n",
+            lambda v: json.dumps(v, ensure_ascii=True),
+            lambda v: json.dumps(v, separators=(",", ":")),
+            lambda v: " " + json.dumps(v, indent="\t") + "\r\n",
+        ]
+    )
+    return st.tuples(values, styles).map(lambda pair: pair[1](pair[0]).encode())
+
+
+@PROPERTY
+@given(
+    body=json_texts() | st.sampled_from([b'{"n": 1E2, "f": 1.10}', b"null\n", b'{"a": "\\u00e9"}'])
+)
+def test_while_recording_the_client_reads_the_servers_exact_json_bytes(tmp_path, body):
+    def read(client, url):
+        response = client.get(url)
+        return response.content, response.json()
+
+    handler = Fixed(200, [("content-type", "application/json")], body)
+    (live_bytes, live_value), (_, replayed_value), path = record_and_replay(tmp_path, handler, read)
+
+    assert live_bytes == body
+    assert replayed_value == live_value == json.loads(body)
+    [interaction] = load_cassette(path).interactions
+    assert isinstance(interaction.response.body, JsonBody)
+
+
+# -- 3: SSE bytes that are not UTF-8 ------------------------------------------------------------
+
+
+@PROPERTY
+@given(
+    bad=st.binary(min_size=1, max_size=4).filter(lambda b: not _utf8(b)),
+    at=st.integers(0, 2),
+)
+def test_sse_bytes_that_are_not_utf8_replay_byte_for_byte(tmp_path, bad, at):
+    events = [b"data: one\n\n", b"data: two\n\n", b"data: three\n\n"]
+    events[at] = events[at][:6] + bad + events[at][6:]
+
+    def read(client, url):
+        with client.stream("POST", url, json=STREAM) as response:
+            return b"".join(response.iter_bytes())
+
+    live, again, path = record_and_replay(tmp_path, Drip(events, interval=0.001), read)
+
+    assert live == again == b"".join(events)
+    [interaction] = load_cassette(path).interactions
+    assert isinstance(interaction.response.body, ChunksBody)
+
+
+def _utf8(data):
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+# -- 4: a recorder that fails -------------------------------------------------------------------
+
+
+def test_a_payload_nested_past_the_recursion_limit_is_kept_as_text(tmp_path):
+    deep = "[" * 5000 + "]" * 5000
+    events = [b"data: " + deep.encode() + b"\n\n", b"data: [DONE]\n\n"]
+
+    def read(client, url):
+        with client.stream("POST", url, json=STREAM) as response:
+            return list(response.iter_lines())
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RecorderWarning)
+        live, again, path = record_and_replay(tmp_path, Drip(events, interval=0.001), read)
+
+    assert live == again == ["data: " + deep, "", "data: [DONE]", ""]
+    [interaction] = load_cassette(path).interactions
+    assert interaction.response.body.events[0]["text"] == deep
+
+
+@pytest.mark.parametrize("error", [RuntimeError("boom"), RecursionError("deep"), KeyError("k")])
+def test_a_recorder_that_fails_never_breaks_the_clients_stream(tmp_path, monkeypatch, error):
+    from pytest_toolnexus import _record
+
+    def failing(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(_record, "sse_event_doc", failing)
+    events = [b"data: one\n\n", b"data: two\n\n", b"data: three\n\n"]
+
+    def read(client, url):
+        with client.stream("POST", url, json=STREAM) as response:
+            return b"".join(response.iter_bytes())
+
+    with pytest.warns(RecorderWarning, match=r"recording POST http://127\.0\.0\.1:\d+/v1/x: "):
+        live, again, path = record_and_replay(tmp_path, Drip(events, interval=0.01), read)
+
+    assert live == again == b"".join(events)
+    [interaction] = load_cassette(path).interactions
+    body = interaction.response.body
+    assert isinstance(body, ChunksBody)
+    assert [chunk["data"] for chunk in body.chunks] == events
+    times = [chunk["t"] for chunk in body.chunks]
+    assert times == sorted(times)
+    assert times[-1] - times[0] >= 15  # two 10 ms gaps, kept
