@@ -19,6 +19,7 @@ raw socket" for code calling ``socket`` itself), the host and the fix.
 
 from __future__ import annotations
 
+import _socket
 import contextlib
 import ipaddress
 import socket
@@ -124,6 +125,8 @@ def arm_tripwire(
     real_connect = socket.socket.connect
     real_connect_ex = socket.socket.connect_ex
     real_getaddrinfo = socket.getaddrinfo
+    real_c_socket = _socket.socket
+    real_c_socket_type = _socket.SocketType
     names = {h.lower().strip().strip("[]") for h in allow_hosts if h.strip()}
     addresses: set[str] = set()
     for name in names:
@@ -143,19 +146,20 @@ def arm_tripwire(
         return any(n.startswith("*.") and host.endswith(n[1:]) for n in names)
 
     def message(host: str, port: object, who: str) -> str:
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         let_through = (
             f"let the host through with --cassette-allow-hosts={host} "
             f"(allow_hosts=[{host!r}] on the marker)"
         )
         if not recording:
             return (
-                f"pytest-toolnexus blocked a connection to {host}:{port}: cassette {cassette} "
+                f"pytest-toolnexus blocked a connection to {where}: cassette {cassette} "
                 f"is replay-only (record mode {mode!r}), so nothing may reach the network. "
                 f"It came from {who}, not from a client the cassette serves (httpx, httpx2, "
                 "aiohttp): serve the request through one of them, or " + let_through + "."
             )
         return (
-            f"pytest-toolnexus: {who} opened a connection to {host}:{port} that cassette "
+            f"pytest-toolnexus: {who} opened a connection to {where} that cassette "
             f"{cassette} does not serve, while it records (record mode {mode!r}): the traffic "
             "would not be recorded, and the replay would fail without it. Send the request "
             "through a client the cassette serves (httpx, httpx2, aiohttp), or "
@@ -198,9 +202,27 @@ def arm_tripwire(
         result: int = real_connect_ex(self, address)
         return result
 
+    class GuardedSocket(real_c_socket):  # type: ignore[misc,valid-type]
+        """``_socket.socket`` while armed: a socket made from the C type directly, and the C
+        type's own ``connect`` called on any socket (``_socket.socket.connect(sock, addr)``),
+        are checked too."""
+
+        __slots__ = ()
+
+        def connect(self, address: Any) -> None:
+            check(self, address)
+            real_c_socket.connect(self, address)
+
+        def connect_ex(self, address: Any) -> int:
+            check(self, address)
+            result: int = real_c_socket.connect_ex(self, address)
+            return result
+
     socket.socket.connect = connect  # type: ignore[method-assign,assignment]
     socket.socket.connect_ex = connect_ex  # type: ignore[method-assign,assignment]
     socket.getaddrinfo = getaddrinfo
+    _socket.socket = GuardedSocket  # type: ignore[misc]
+    _socket.SocketType = GuardedSocket
 
     disarmed = False
 
@@ -215,6 +237,8 @@ def arm_tripwire(
         socket.socket.connect = real_connect  # type: ignore[method-assign]
         socket.socket.connect_ex = real_connect_ex  # type: ignore[method-assign]
         socket.getaddrinfo = real_getaddrinfo
+        _socket.socket = real_c_socket  # type: ignore[misc]
+        _socket.SocketType = real_c_socket_type
         with _lock:
             _armed = False
 

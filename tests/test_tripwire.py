@@ -7,6 +7,7 @@ loopback servers the allow-list tests need are started before arming and stopped
 disarming, in this process, on 127.0.0.1.
 """
 
+import _socket
 import asyncio
 import os
 import shutil
@@ -30,7 +31,13 @@ CASSETTE = "cassettes/test_x/replay.msgpack"
 
 
 def originals():
-    return socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo
+    return (
+        socket.socket.connect,
+        socket.socket.connect_ex,
+        socket.getaddrinfo,
+        _socket.socket,
+        _socket.SocketType,
+    )
 
 
 @pytest.fixture
@@ -79,7 +86,8 @@ def blocked_error(exc: BaseException) -> NetworkBlockedError:
 def assert_blocked(exc: BaseException, host: str, port: int) -> None:
     found = blocked_error(exc)
     message = str(found)
-    assert f"blocked a connection to {host}:{port}" in message
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"  # IPv6 is bracketed
+    assert f"blocked a connection to {where}" in message
     assert CASSETTE in message
     assert "replay-only" in message
     assert isinstance(found, OSError)  # so code that handles network errors handles it
@@ -118,6 +126,47 @@ def test_ipv6_connect_is_blocked(armed):
         with pytest.raises(NetworkBlockedError) as caught:
             sock.connect(("2001:db8::5", 443, 0, 0))  # the documentation prefix
     assert_blocked(caught.value, "2001:db8::5", 443)
+
+
+def test_a_socket_made_from_the_c_type_is_blocked(armed):
+    armed()
+    sock = _socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(1)
+        with pytest.raises(NetworkBlockedError) as caught:
+            sock.connect((TEST_NET, 80))
+        with pytest.raises(NetworkBlockedError):
+            sock.connect_ex((TEST_NET, 81))
+    finally:
+        sock.close()
+    assert_blocked(caught.value, TEST_NET, 80)
+
+
+@pytest.mark.parametrize("method", ["connect", "connect_ex"])
+def test_the_c_types_own_connect_called_on_a_socket_is_blocked(armed, method):
+    armed()
+    with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1)
+        with pytest.raises(NetworkBlockedError) as caught:
+            getattr(_socket.socket, method)(sock, ("2001:db8::7", 443, 0, 0))
+    assert_blocked(caught.value, "2001:db8::7", 443)
+    assert "[2001:db8::7]:443" in str(caught.value)
+
+
+def test_a_socket_connected_before_arming_still_talks_which_is_documented(server, armed):
+    # The limit docs/security.md states: the tripwire stops connections, and a socket that
+    # was already connected (at import time, say) is not one. This pins that behaviour, so a
+    # change to it is seen and the page is kept true.
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        armed()
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        reply = b""
+        while not reply.endswith(b"hello"):  # the server keeps the connection open
+            chunk = sock.recv(4096)
+            assert chunk, f"the server closed after {reply!r}"
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 200")
+    assert reply.endswith(b"hello")
 
 
 def test_getaddrinfo_is_blocked(armed):
@@ -277,7 +326,7 @@ def test_a_second_disarm_does_not_undo_a_later_arming(armed):
 
 def test_disarm_restores_another_tools_wrappers(armed, monkeypatch):
     # A wrapper installed before arming (pytest-socket, another recorder) must survive.
-    real_connect, _, real_getaddrinfo = originals()
+    real_connect, _, real_getaddrinfo, *_ = originals()
     calls = []
 
     def their_connect(self, address):
@@ -334,6 +383,7 @@ def test_unix_sockets_are_not_blocked(armed):
 
 
 INNER = """
+import _socket
 import asyncio
 import os
 import socket
