@@ -33,6 +33,7 @@ from ._cassette import (
     RecordedRequest,
     SseBody,
     TextBody,
+    damage_reason,
     load_cassette,
 )
 from ._clock import Clock, InstantClock, RealClock, real_wall
@@ -49,6 +50,7 @@ from ._provenance import client_versions
 from ._record import AsyncRecordingTransport, RecordingTransport
 from ._redact import ACCOUNT_KEYS, mask_keys, redact_headers, redact_url
 from ._replay import Plan, Shaper, aplay, play
+from ._replay_check import DAMAGE, check_playable
 from ._seam import AsyncTransport, RequestBody, Transport, TransportRequest, TransportResponse
 from ._secrets import SecretScanner
 from ._timepatch import install as install_clock
@@ -240,7 +242,19 @@ class CassetteSession:
             loaded = cassette.interactions
             self._meta = {**cassette.meta, **self._meta}
         self._loaded_count = len(loaded)
-        self._index = Index(self.rules, loaded, allow_repeats, matcher)
+        self._index = Index(self.rules, [], allow_repeats, matcher)
+        for position, interaction in enumerate(loaded):
+            try:
+                self._index.add(interaction, played=False)
+            except DAMAGE as exc:
+                # A URL with a port out of range or a broken IPv6 literal, a request body
+                # with bytes or NaN: the request cannot be matched, so the file is damaged.
+                raise CassetteFormatError(
+                    f"cassette {self.path} is corrupt at interaction {position}: its request "
+                    f"cannot be matched ({damage_reason(exc)}); restore the file from version "
+                    "control, or record it again with record mode 'all'",
+                    path=str(self.path),
+                ) from exc
         self._may_record = record in ("new", "all") or (record == "once" and not self.existed)
         if timing not in TIMING_MODES:
             raise ValueError(f"timing mode {timing!r} is not one of {', '.join(TIMING_MODES)}")
@@ -336,6 +350,7 @@ class CassetteSession:
             sent = turn.sent
             if turn.interaction is not None:
                 with self._malformed(turn.position):
+                    check_playable(turn.interaction)
                     response = play(turn.interaction, request, **self._playing(turn))
                 return sent._answered(response)
             assert recorder is not None  # _begin raised the miss otherwise
@@ -365,6 +380,7 @@ class CassetteSession:
             sent = turn.sent
             if turn.interaction is not None:
                 with self._malformed(turn.position):
+                    check_playable(turn.interaction)
                     response = await aplay(turn.interaction, request, **self._playing(turn))
                 return sent._answered(response)
             assert recorder is not None  # _begin raised the miss otherwise
@@ -404,10 +420,11 @@ class CassetteSession:
     def _malformed(self, position: int | None) -> Iterator[None]:
         try:
             yield
-        except MalformedCassette as exc:
+        except (MalformedCassette, *DAMAGE) as exc:
             where = "an injected fault" if position is None else f"interaction {position}"
             raise CassetteFormatError(
-                f"cassette {self.path} is corrupt at {where}: {exc}",
+                f"cassette {self.path} is corrupt at {where}: {damage_reason(exc)}; restore "
+                "the file from version control, or record it again with record mode 'all'",
                 path=str(self.path),
             ) from exc
 
@@ -782,7 +799,7 @@ def _epoch_of(meta: Mapping[str, Any], interactions: list[Interaction]) -> float
         if date:
             try:
                 return email.utils.parsedate_to_datetime(date).timestamp()
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 break
     epoch = meta.get("clock_epoch")
     if isinstance(epoch, int | float) and not isinstance(epoch, bool):
