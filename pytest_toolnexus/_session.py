@@ -38,8 +38,11 @@ from ._cassette import (
 )
 from ._clock import Clock, InstantClock, RealClock, real_wall
 from ._errors import (
+    CassetteError,
     CassetteFormatError,
     CassetteMissError,
+    CassetteSetAsideWarning,
+    CassetteWriteError,
     SecretFoundError,
     WireCheckError,
 )
@@ -53,6 +56,7 @@ from ._replay import Plan, Shaper, aplay, play
 from ._replay_check import DAMAGE, check_playable
 from ._seam import AsyncTransport, RequestBody, Transport, TransportRequest, TransportResponse
 from ._secrets import SecretScanner
+from ._store_write import check_target, fingerprint, rescue, set_aside, write_or_rescue
 from ._timepatch import install as install_clock
 from ._timepatch import observe_sleeps
 from ._version import __version__
@@ -238,7 +242,7 @@ class CassetteSession:
                 "--cassette-record=once), then commit the file." + _note(note)
             )
         elif record == "none" or (record in ("once", "new") and self.existed):
-            cassette = load_cassette(self.path)
+            cassette = self._load(record)
             loaded = cassette.interactions
             self._meta = {**cassette.meta, **self._meta}
         self._loaded_count = len(loaded)
@@ -256,6 +260,11 @@ class CassetteSession:
                     path=str(self.path),
                 ) from exc
         self._may_record = record in ("new", "all") or (record == "once" and not self.existed)
+        # What the file was when recording began: a different file at the write means another
+        # writer (another process, or a test of this run) wrote it meanwhile.
+        self._found_at_start = fingerprint(self.path) if self._may_record else None
+        if self._may_record:
+            check_target(self.path)
         if timing not in TIMING_MODES:
             raise ValueError(f"timing mode {timing!r} is not one of {', '.join(TIMING_MODES)}")
         self.timing: TimingMode = timing
@@ -266,6 +275,21 @@ class CassetteSession:
         self._t0 = self.clock.now()
         if self._may_record:
             self._meta.setdefault("clock_epoch", round(real_wall(), 3))
+
+    def _load(self, record: RecordMode) -> Cassette:
+        try:
+            return load_cassette(self.path)
+        except CassetteFormatError as exc:
+            if record == "none":
+                raise
+            # Refused before any live call: recording into a file that cannot be read would
+            # make every call, then fail at the write and lose them all.
+            raise type(exc)(
+                f"{exc}. Record mode {record!r} records into the file that is there, and this "
+                "one cannot be read. Record mode 'all' (pytest: --cassette-record=all) records "
+                "it again from scratch and keeps the unreadable file beside it.",
+                path=exc.path,
+            ) from exc
 
     def _make_clock(self, timing: TimingMode, speed: float, loaded: list[Interaction]) -> Clock:
         if timing == "instant":
@@ -695,15 +719,17 @@ class CassetteSession:
         if not recorded or self._discard:
             return
         with _file_lock(self.path):
-            # Another test (or xdist worker) of this run may have written the same cassette
-            # since it was loaded: merge with what is on disk now instead of overwriting it.
-            on_disk = load_cassette(self.path) if self.path.exists() else None
+            on_disk, unreadable = self._on_disk()
+            # Merge with what is on disk now instead of overwriting it when it may hold what
+            # another writer recorded since this session began: a test of this run (perhaps
+            # on another xdist worker), or any other process that wrote the file meanwhile.
             same_run = (
                 on_disk is not None
                 and self._run_id is not None
                 and on_disk.meta.get("run_id") == self._run_id
             )
-            if on_disk is not None and (same_run or self.record_mode == "new"):
+            changed = fingerprint(self.path) != self._found_at_start
+            if on_disk is not None and (same_run or changed or self.record_mode == "new"):
                 base = list(on_disk.interactions)
             else:
                 base = []
@@ -719,8 +745,44 @@ class CassetteSession:
             if self._before_write is not None:
                 self._before_write(cassette)
             self._refuse_secrets(cassette)
-            cassette.save()
+            data = cassette.to_bytes()
+            if unreadable is not None and self.record_mode != "all":
+                # The file became unreadable while this session recorded (it was readable,
+                # or absent, when it began): leave it for a person to look at.
+                rescued = rescue(self.path, data)
+                saved = (
+                    f"the recording was saved to {rescued}"
+                    if rescued is not None
+                    else "saving the recording to the temp folder failed too, so it is lost"
+                )
+                raise CassetteWriteError(
+                    f"cannot write cassette {self.path}: another writer left it unreadable "
+                    f"while this session recorded ({unreadable}). It was left as it is, and "
+                    f"{saved}. Restore the file, or record with record mode 'all'.",
+                    path=str(self.path),
+                    rescued=None if rescued is None else str(rescued),
+                )
+            kept = None
+            if unreadable is not None:
+                kept = set_aside(self.path)
+                warnings.warn(
+                    CassetteSetAsideWarning(
+                        f"cassette {self.path} could not be read ({unreadable}); record mode "
+                        f"'all' replaced it, and the old file is kept as {kept}"
+                    ),
+                    stacklevel=4,
+                )
+            write_or_rescue(self.path, data, set_aside_to=kept)
             self.written = True
+
+    def _on_disk(self) -> tuple[Cassette | None, str | None]:
+        """The cassette on disk now, or None; and, for a file that cannot be read, why."""
+        if not self.path.exists():
+            return None, None
+        try:
+            return load_cassette(self.path), None
+        except CassetteError as exc:
+            return None, str(exc).removeprefix(f"cassette {self.path} ")
 
     def _refuse_secrets(self, cassette: Cassette) -> None:
         hits = SecretScanner(allow=self._allow_secrets).scan(cassette.interactions)

@@ -6,9 +6,12 @@ where each fuzzer appends one JSON line per class of cases: how many were tried,
 ended, and how many failed.
 """
 
+import functools
 import json
 import os
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 SCALE = max(1, int(os.environ.get("TOOLNEXUS_FUZZ_SCALE", "1") or "1"))
 
@@ -33,3 +36,28 @@ def report(test: str, kind: str, outcomes: Counter[str] | dict[str, int], failur
     }
     with open(target, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(line) + "\n")
+
+
+EXAMPLES: Counter[str] = Counter()
+
+
+def counted(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Count the examples a property runs (put it under ``@given``), for :func:`report_examples`."""
+
+    def wrap(test: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(test)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            EXAMPLES[kind] += 1
+            return test(*args, **kwargs)
+
+        return run
+
+    return wrap
+
+
+def report_examples(test: str) -> None:
+    """Report each counted property's examples (a failed property fails its test, which the
+    manual run lists)."""
+    for kind, count in sorted(EXAMPLES.items()):
+        report(test, kind, {"examples": count}, 0)
+    EXAMPLES.clear()
