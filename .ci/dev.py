@@ -136,13 +136,14 @@ def fuzz(rest: list[str]) -> None:
         failed_tests = _failed_tests(junit)
     rows = [json.loads(line) for line in lines]
     print(f"\nfuzz at {scale}x the suite's size, {time.monotonic() - started:.0f} s")
-    print(f"{'class':<48} {'cases':>8} {'failures':>8}  outcomes")
+    print(f"{'class':<56} {'cases':>8} {'failures':>8}  outcomes")
     for row in rows:
         outcomes = ", ".join(f"{k} {v}" for k, v in sorted(row["outcomes"].items()))
-        print(f"{row['test']:<48} {row['cases']:>8} {row['failures']:>8}  {outcomes}")
+        kind = f"{row['test']}: {row['class']}"
+        print(f"{kind:<56} {row['cases']:>8} {row['failures']:>8}  {outcomes}")
     total = sum(row["cases"] for row in rows)
     failed = sum(row["failures"] for row in rows)
-    print(f"{'total':<48} {total:>8} {failed:>8}")
+    print(f"{'total':<56} {total:>8} {failed:>8}")
     for name in failed_tests:
         print(f"FAILED {name} (its class stopped at the first failure; see the output above)")
     if code or failed:

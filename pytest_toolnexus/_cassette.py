@@ -62,6 +62,9 @@ class MalformedCassette(Exception):
 # The latest time a stored event may have, in ms (about 31 years): a later one, or infinity,
 # is damage, and no clock could wait for it.
 MAX_TIME_MS: Final = 1e12
+# The latest recording start ``meta.clock_epoch`` may give, in Unix seconds (the year 5138):
+# virtual replay starts its wall clock there, and dates past the year 9999 cannot be made.
+MAX_EPOCH: Final = 1e11
 
 _BRIEF: Final = reprlib.Repr()
 _BRIEF.maxlevel = 3
@@ -646,6 +649,17 @@ class Cassette:
         if not isinstance(meta, dict) or not isinstance(raw, list):
             raise CassetteFormatError(
                 f"cassette {where} is corrupt: 'meta' must be a map and 'interactions' a list",
+                path=where,
+            )
+        epoch = meta.get("clock_epoch")
+        if epoch is not None and (
+            isinstance(epoch, bool)
+            or not isinstance(epoch, int | float)
+            or not 0 <= epoch <= MAX_EPOCH
+        ):
+            raise CassetteFormatError(
+                f"cassette {where} is corrupt: meta 'clock_epoch' must be a Unix time in seconds "
+                f"from 0 to {MAX_EPOCH:.0e}, found {brief(epoch)}",
                 path=where,
             )
         interactions: list[Interaction] = []

@@ -56,7 +56,7 @@ from ._replay import Plan, Shaper, aplay, play
 from ._replay_check import DAMAGE, check_playable
 from ._seam import AsyncTransport, RequestBody, Transport, TransportRequest, TransportResponse
 from ._secrets import SecretScanner
-from ._store_write import check_target, fingerprint, rescue, set_aside, write_or_rescue
+from ._store_write import check_target, fingerprint, rescue, write_or_rescue
 from ._timepatch import install as install_clock
 from ._timepatch import observe_sleeps
 from ._version import __version__
@@ -762,18 +762,16 @@ class CassetteSession:
                     path=str(self.path),
                     rescued=None if rescued is None else str(rescued),
                 )
-            kept = None
-            if unreadable is not None:
-                kept = set_aside(self.path)
+            kept = write_or_rescue(self.path, data, set_aside_first=unreadable is not None)
+            self.written = True
+            if kept is not None:
                 warnings.warn(
                     CassetteSetAsideWarning(
                         f"cassette {self.path} could not be read ({unreadable}); record mode "
-                        f"'all' replaced it, and the old file is kept as {kept}"
+                        f"'all' recorded it again, and the old file is kept as {kept}"
                     ),
                     stacklevel=4,
                 )
-            write_or_rescue(self.path, data, set_aside_to=kept)
-            self.written = True
 
     def _on_disk(self) -> tuple[Cassette | None, str | None]:
         """The cassette on disk now, or None; and, for a file that cannot be read, why."""

@@ -101,19 +101,21 @@ def rescue(path: Path, data: bytes) -> Path | None:
     return target
 
 
-def write_or_rescue(path: Path, data: bytes, *, set_aside_to: Path | None = None) -> None:
-    """Write ``data`` to ``path`` atomically. When that fails, save it in the temp folder and
+def write_or_rescue(path: Path, data: bytes, *, set_aside_first: bool = False) -> Path | None:
+    """Write ``data`` to ``path`` atomically, first moving the file there aside when asked (and
+    returning the name it was moved to). When that fails, save ``data`` in the temp folder and
     raise :class:`CassetteWriteError` naming the cassette, the reason and the rescued file."""
+    kept: Path | None = None
     try:
+        if set_aside_first:
+            kept = set_aside(path)
         # Looked up on the module: it is the store's one write seam.
         _cassette.write_atomic(path, data)
     except OSError as exc:
         rescued = rescue(path, data)
         reason = _REASONS.get(exc.errno or 0, exc.strerror or type(exc).__name__)
-        kept = (
-            f" The unreadable file that was there is kept as {set_aside_to}."
-            if set_aside_to is not None
-            else ""
+        moved = (
+            f" The unreadable file that was there is kept as {kept}." if kept is not None else ""
         )
         if rescued is not None:
             saved = (
@@ -124,7 +126,8 @@ def write_or_rescue(path: Path, data: bytes, *, set_aside_to: Path | None = None
             saved = "Saving it to the temp folder failed too, so the recording is lost."
         raise CassetteWriteError(
             f"cannot write cassette {path}: {reason} ({exc.__class__.__name__}: "
-            f"[Errno {exc.errno}] {exc.strerror}). {saved}{kept}",
+            f"[Errno {exc.errno}] {exc.strerror}). {saved}{moved}",
             path=str(path),
             rescued=None if rescued is None else str(rescued),
         ) from exc
+    return kept

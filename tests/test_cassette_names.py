@@ -35,7 +35,7 @@ from tests.test_write_safety import Counting
 @pytest.fixture(scope="module", autouse=True)
 def _examples_report():
     yield
-    report_examples("cassette name properties")
+    report_examples("file-name property")
 
 
 _OLD_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

@@ -178,7 +178,7 @@ class Fuzzer:
 
     def report(self, kind: str) -> None:
         """Add this class's figures to the manual run's table (a failure stops the test)."""
-        report(f"loader: {kind}", kind, self.outcomes, 0)
+        report("load", kind, self.outcomes, 0)
 
 
 def test_the_seeds_are_valid_cassettes(folder):

@@ -56,7 +56,7 @@ PROPERTY = settings(
 @pytest.fixture(scope="module", autouse=True)
 def _examples_report():
     yield
-    report_examples("round-trip properties")
+    report_examples("round-trip property")
 
 
 @pytest.fixture(scope="module")

@@ -242,7 +242,7 @@ def test_two_plain_processes_recording_one_cassette_lose_nothing(mode, path, ser
     got = sorted(i.request.body.value["n"] for i in load_cassette(path).interactions)
     wanted = sorted(f"{tag}-{n}" for tag in "ab" for n in range(count))
     lost = len(set(wanted) - set(got))
-    report("two plain processes, one cassette", f"two writers ({mode})", {"kept": len(got)}, lost)
+    report("two plain writers", f"record mode {mode}", {"kept": len(got)}, lost)
     assert got == wanted
 
 
@@ -410,3 +410,49 @@ def test_the_plugin_refuses_a_cassette_folder_that_is_a_file_before_the_test_run
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*CassetteWriteError*is a file, not a folder*"])
     assert server.counter.hits == 0
+
+
+@pytest.mark.parametrize("step", ["open", "fsync", "replace"])
+def test_a_refused_write_over_an_unreadable_cassette_names_both_files(step, path, server, refuse):
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not a cassette")
+    session = CassetteSession(path, record="all", timing="instant")
+    with session:
+        ask(session, server, 0)
+        refuse(step, errno.ENOSPC, path.parent)
+        with pytest.raises(CassetteWriteError) as raised:
+            session.close()
+    message = str(raised.value)
+    kept = [p for p in path.parent.iterdir() if ".unreadable-" in p.name]
+    assert len(kept) == 1
+    assert str(kept[0]) in message
+    assert kept[0].read_bytes() == b"not a cassette"
+    assert "the disk is full" in message
+    rescued = Path(raised.value.rescued)
+    assert str(rescued) in message
+    assert recorded_numbers(rescued) == [0]
+    rescued.unlink()
+
+
+def test_a_refused_move_aside_keeps_the_unreadable_file_and_saves_the_recording(
+    path, server, monkeypatch
+):
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not a cassette")
+    real_replace = os.replace
+
+    def refuse_move_aside(src, dst, *args, **kwargs):
+        if ".unreadable-" in str(dst):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+        return real_replace(src, dst, *args, **kwargs)
+
+    session = CassetteSession(path, record="all", timing="instant")
+    with session:
+        ask(session, server, 0)
+        monkeypatch.setattr(os, "replace", refuse_move_aside)
+        with pytest.raises(CassetteWriteError, match="the file system is read-only") as raised:
+            session.close()
+    assert path.read_bytes() == b"not a cassette"
+    rescued = Path(raised.value.rescued)
+    assert recorded_numbers(rescued) == [0]
+    rescued.unlink()
