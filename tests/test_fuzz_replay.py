@@ -4,9 +4,9 @@ items 5 and 6).
 ``test_fuzz_loader.py`` proves the loader refuses damage with a typed error. This fuzzer goes
 on where it stops: every mutant the loader ACCEPTS is replayed, twice.
 
-- Through the seam: a ``CassetteSession`` with the default matching rules is built, and each
-  interaction's own recorded request is sent to it, as a stream and as a whole body in turn;
-  every stream is read to its end.
+- Through the seam, sync and async: a ``CassetteSession`` with the default matching rules is
+  built, and each interaction's own recorded request is sent to it, as a stream and as a whole
+  body in turn; every stream is read to its end.
 - Through an HTTP client: an ``httpx.Client`` on ``session.http_transport()`` (the http
   bridge), with a matcher that takes the interactions in order, so every response is played
   whatever its request holds; every body is read to its end.
@@ -24,6 +24,7 @@ ports and IPv6 literals, infinite and huge times, integers at the msgpack edges,
 flips and byte edits. Sizes are in ``CLASSES``; ``python3 .ci/dev.py fuzz`` multiplies them.
 """
 
+import asyncio
 import contextlib
 import math
 import random
@@ -45,7 +46,7 @@ from pytest_toolnexus._errors import (
     ReplayError,
     TransportError,
 )
-from pytest_toolnexus._seam import ByteStream, TransportRequest
+from pytest_toolnexus._seam import AsyncByteStream, ByteStream, TransportRequest
 from tests.support.fuzzing import report, scaled
 from tests.test_fuzz_loader import SEEDS, node_paths, with_replaced
 
@@ -177,16 +178,23 @@ class Replayer:
             cassette = load_cassette(self.path)
         except CassetteError as exc:
             return self._typed(exc, label, "load", need_interaction=False)
-        stage = "the seam replay"
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                self._through_seam(cassette.interactions)
-                stage = "the client replay"
-                self._through_client(len(cassette.interactions))
-        except CassetteError as exc:
-            return self._typed(exc, label, stage, need_interaction=True)
-        return "replayed"
+        outcome = "replayed"
+        passes = {
+            "the seam replay": lambda: self._through_seam(cassette.interactions),
+            "the async seam replay": lambda: asyncio.run(self._through_async(cassette)),
+            "the client replay": lambda: self._through_client(len(cassette.interactions)),
+        }
+        # Each pass runs on its own session, whatever the others did: a pass may only refuse
+        # with the typed error.
+        for stage, run in passes.items():
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    run()
+            except CassetteError as exc:
+                refused = self._typed(exc, label, stage, need_interaction=True)
+                outcome = refused if outcome == "replayed" else outcome
+        return outcome
 
     def _session(self, **options: object) -> CassetteSession:
         return CassetteSession(self.path, wire_check=False, on_unused="ignore", **options)
@@ -207,6 +215,24 @@ class Replayer:
                 # damaged file no longer answers.
                 with contextlib.suppress(TransportError, ReplayError, CassetteMissError):
                     drain(transport(request))
+
+    async def _through_async(self, cassette: object) -> None:
+        async with self._session() as session:
+            transport = session.async_transport
+            for number, interaction in enumerate(cassette.interactions):  # type: ignore[attr-defined]
+                recorded = interaction.request
+                request = TransportRequest(
+                    method=recorded.method,
+                    url=recorded.url,
+                    headers=recorded.headers,
+                    body=request_body(recorded.body),  # type: ignore[arg-type]
+                    stream=number % 2 == 1,
+                )
+                with contextlib.suppress(TransportError, ReplayError, CassetteMissError):
+                    response = await transport(request)
+                    if isinstance(response.body, AsyncByteStream):
+                        async for _ in response.body:
+                            pass
 
     def _through_client(self, count: int) -> None:
         session = self._session(matcher=lambda live, recorded: True)
