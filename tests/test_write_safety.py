@@ -16,6 +16,7 @@ The live server is a loopback JSON server that counts its hits.
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -456,3 +457,40 @@ def test_a_refused_move_aside_keeps_the_unreadable_file_and_saves_the_recording(
     rescued = Path(raised.value.rescued)
     assert recorded_numbers(rescued) == [0]
     rescued.unlink()
+
+
+def test_under_pytest_a_full_disk_fails_the_test_naming_the_cassette_and_the_rescued_file(
+    pytester, server, monkeypatch
+):
+    # The disk "fills" for the inner run's cassette folder only, at the final rename of the
+    # atomic write (the inner run is in this process).
+    folder = str(pytester.path / "cassettes")
+    real_replace = os.replace
+
+    def replace(src, dst, *args, **kwargs):
+        if str(dst).startswith(folder):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+    pytester.makepyfile(
+        test_full=f"""
+        import httpx, pytest
+
+        @pytest.mark.cassette(record="once")
+        def test_it(cassette):
+            assert httpx.post("{server.url("/v1/x")}", json={{"n": 7}}).status_code == 200
+        """
+    )
+    result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*CassetteWriteError: cannot write cassette *test_it.msgpack: the disk is full*"
+            "The recording was saved to *pytest-toolnexus-rescued*",
+        ]
+    )
+    rescued = re.findall(r"saved to (\S+pytest-toolnexus-rescued\S+\.msgpack)", result.stdout.str())
+    assert rescued
+    assert recorded_numbers(Path(rescued[0])) == [7]
+    Path(rescued[0]).unlink()
