@@ -36,6 +36,10 @@ SIZES = (10, 100, 1_000)
 GOAL_SPEEDUP = 40.0
 DESIGN_SPEEDUP = 20.0
 REPEATS = {10: 21, 100: 11, 1_000: 7}
+# Issue 14 item 7: loading stays linear. The time per interaction at the largest size may be
+# at most LINEAR_SLACK times that at the smallest.
+SCALE_SIZES = (1_000, 5_000, 10_000, 20_000)
+LINEAR_SLACK = 2.0
 STREAM_REPEATS = 7
 
 
@@ -156,7 +160,41 @@ def run(work: Path) -> tuple[list[Table], dict[str, float]]:
         ms(vcr_read),
         "toolnexus yields one chunk per event; vcrpy one 5 MB chunk",
     )
-    return [table, info], figures
+    return [table, info, _linearity(work, figures)], figures
+
+
+def _linearity(work: Path, figures: dict[str, float]) -> Table:
+    """Load time at growing sizes, per interaction: flat when loading is linear."""
+    table = Table(
+        "2c. Load time against size (linear when the time per interaction stays flat)",
+        ["interactions", "load ms", "us per interaction", "vs smallest", "goal", ""],
+    )
+    pairs = chat_pairs(max(SCALE_SIZES))
+    smallest = 0.0
+    for n in SCALE_SIZES:
+        path = work / f"scale-{n}.msgpack"
+        write_toolnexus(path, pairs[:n])
+        ((wall, _),) = interleaved([lambda p=path: load_cassette(p)], 3)
+        path.unlink()
+        per = wall / n
+        smallest = smallest or per
+        growth = per / smallest
+        last = n == max(SCALE_SIZES)
+        if last:
+            figures["load_linearity"] = growth
+        table.add(
+            f"{n:,}",
+            ms(wall),
+            f"{per * 1e6:.1f}",
+            f"{growth:.2f}",
+            f"<= {LINEAR_SLACK:.1f}" if last else "",
+            verdict(growth <= LINEAR_SLACK) if last else "",
+        )
+    table.note(
+        "Loading checks each interaction's shape once and leaves body values for replay, so "
+        "no check walks the document more than once (issue 14, item 7)."
+    )
+    return table
 
 
 def _read(client: httpx.Client, size: int) -> tuple[float, float]:

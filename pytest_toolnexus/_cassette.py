@@ -10,6 +10,7 @@ import contextlib
 import gc
 import json
 import os
+import reprlib
 import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +48,8 @@ __all__ = [
     "RecordedResponse",
     "SseBody",
     "TextBody",
+    "brief",
+    "damage_reason",
     "load_cassette",
 ]
 
@@ -58,12 +61,32 @@ class MalformedCassette(Exception):
     """Raised inside the codec; the caller turns it into a CassetteFormatError naming the file."""
 
 
+# The latest time a stored event may have, in ms (about 31 years): a later one, or infinity,
+# is damage, and no clock could wait for it.
+MAX_TIME_MS: Final = 1e12
+# The latest recording start ``meta.clock_epoch`` may give, in Unix seconds (the year 5138):
+# virtual replay starts its wall clock there, and dates past the year 9999 cannot be made.
+MAX_EPOCH: Final = 1e11
+
+_BRIEF: Final = reprlib.Repr()
+_BRIEF.maxlevel = 3
+_BRIEF.maxstring = 40
+_BRIEF.maxother = 40
+
+
+def brief(value: object) -> str:
+    """A short ``repr`` for an error message, safe for a value nested any depth."""
+    return _BRIEF.repr(value)
+
+
 def _ms(value: float) -> float:
     return round(float(value), 3)
 
 
 def _json_line(value: JSONValue) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    # allow_nan=False: NaN and Infinity are not JSON, and a recording never stores them (such
+    # a payload is kept as text), so meeting one means the file was damaged.
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,8 +311,11 @@ StreamBody: TypeAlias = SseBody | NdjsonBody | ChunksBody
 
 def _time(raw: Mapping[str, Any], floor: float) -> float:
     t = raw.get("t")
-    if isinstance(t, bool) or not isinstance(t, int | float) or t != t or t < 0:
-        raise MalformedCassette(f"an event time 't' must be a non-negative number, found {t!r}")
+    if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t <= MAX_TIME_MS:
+        raise MalformedCassette(
+            f"an event time 't' must be a number of ms from 0 to {MAX_TIME_MS:.0e}, "
+            f"found {brief(t)}"
+        )
     return max(float(t), floor)
 
 
@@ -336,7 +362,7 @@ def body_from_doc(doc: object, *, timed: bool) -> Body:
         if kind == "ndjson":
             return NdjsonBody(items, tail)
         return ChunksBody(items)
-    raise MalformedCassette(f"unknown body kind {kind!r}")
+    raise MalformedCassette(f"unknown body kind {brief(kind)}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -435,7 +461,7 @@ class RecordedResponse:
             raise MalformedCassette("a response must be a map")
         status = doc.get("status")
         if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
-            raise MalformedCassette(f"a response status must be 100-599, found {status!r}")
+            raise MalformedCassette(f"a response status must be 100-599, found {brief(status)}")
         complete = doc.get("complete", True)
         if not isinstance(complete, bool):
             raise MalformedCassette("a response's 'complete' must be a boolean")
@@ -554,7 +580,7 @@ class Cassette:
                         pass
             except (MalformedCassette, TypeError, ValueError, RecursionError) as exc:
                 raise CassetteFormatError(
-                    f"cassette {self.path} is corrupt at interaction {index}: {exc}",
+                    f"cassette {self.path} is corrupt at interaction {index}: {damage_reason(exc)}",
                     path=str(self.path),
                 ) from exc
 
@@ -651,15 +677,36 @@ class Cassette:
                 f"cassette {where} is corrupt: 'meta' must be a map and 'interactions' a list",
                 path=where,
             )
+        epoch = meta.get("clock_epoch")
+        if epoch is not None and (
+            isinstance(epoch, bool)
+            or not isinstance(epoch, int | float)
+            or not 0 <= epoch <= MAX_EPOCH
+        ):
+            raise CassetteFormatError(
+                f"cassette {where} is corrupt: meta 'clock_epoch' must be a Unix time in seconds "
+                f"from 0 to {MAX_EPOCH:.0e}, found {brief(epoch)}",
+                path=where,
+            )
         interactions: list[Interaction] = []
         for index, item in enumerate(raw):
             try:
                 interactions.append(Interaction.from_doc(item))
-            except (MalformedCassette, ValueError, TypeError) as exc:
+            except (MalformedCassette, ValueError, TypeError, RecursionError) as exc:
                 raise CassetteFormatError(
-                    f"cassette {where} is corrupt at interaction {index}: {exc}", path=where
+                    f"cassette {where} is corrupt at interaction {index}: {damage_reason(exc)}",
+                    path=where,
                 ) from exc
         return cls(path=path, interactions=interactions, meta=meta)
+
+
+def damage_reason(exc: BaseException) -> str:
+    """What went wrong, in words: the codec's own sentence, or the error a damaged value raised."""
+    if isinstance(exc, MalformedCassette):
+        return str(exc)
+    if isinstance(exc, RecursionError):
+        return "a value is nested deeper than Python's recursion limit"
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
 def load_cassette(path: str | os.PathLike[str], *, validate: bool = False) -> Cassette:

@@ -383,6 +383,21 @@ class _Masked:
 def _show(path: Path, stream: TextIO, *, with_path: bool = True, width: int = _PREVIEW) -> int:
     out: Any = _Masked(stream, SecretScanner())
     try:
+        return _render(path, out, with_path=with_path, width=width)
+    except RecursionError:
+        # A body the loader accepts may be nested up to msgpack's limit, deeper than printing
+        # can go; replay refuses such a body too.
+        print(
+            f"\nerror: cassette {path} holds a value nested deeper than Python's recursion "
+            "limit, which cannot be shown (or replayed); restore the file from version control "
+            "or record it again",
+            file=out,
+        )
+        return 1
+
+
+def _render(path: Path, out: TextIO, *, with_path: bool = True, width: int = _PREVIEW) -> int:
+    try:
         cassette = load_cassette(path)
     except CassetteError as exc:
         print(f"error: {exc}", file=out)

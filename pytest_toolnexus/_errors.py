@@ -13,7 +13,9 @@ __all__ = [
     "CassetteFormatError",
     "CassetteMissError",
     "CassetteNotFoundError",
+    "CassetteSetAsideWarning",
     "CassetteVersionError",
+    "CassetteWriteError",
     "ConnectError",
     "ConnectTimeout",
     "ContractError",
@@ -141,6 +143,21 @@ class CassetteFormatError(CassetteError):
 
 class CassetteVersionError(CassetteError):
     """The cassette was written by a newer format version than this library reads."""
+
+
+class CassetteWriteError(CassetteError):
+    """A recording could not be written to its cassette (a full disk, a read-only folder, a
+    path through a file). ``rescued`` names the file in the temp folder the recording was
+    saved to instead, or is None when nothing could be saved (or nothing was recorded yet)."""
+
+    def __init__(self, message: str, *, path: str, rescued: str | None = None) -> None:
+        super().__init__(message, path=path)
+        self.rescued = rescued
+
+
+class CassetteSetAsideWarning(UserWarning):
+    """Record mode ``all`` replaced an unreadable cassette, and kept the old file beside it
+    under the name the message gives."""
 
 
 class SecretFoundError(CassetteError):

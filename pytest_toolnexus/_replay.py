@@ -23,6 +23,7 @@ from ._cassette import (
     RecordedError,
     RecordedResponse,
     SseBody,
+    damage_reason,
 )
 from ._clock import Clock
 from ._errors import ERROR_KINDS, ReplayError, TransportError
@@ -236,6 +237,12 @@ def _lookahead(
         if on_malformed is None:
             raise
         raise on_malformed(exc) from exc
+    except (TypeError, ValueError, RecursionError, OverflowError) as exc:
+        # A damaged stored value (bytes or NaN as event data, nesting past the recursion
+        # limit) fails while its piece is encoded.
+        if on_malformed is None:
+            raise
+        raise on_malformed(MalformedCassette(damage_reason(exc))) from exc
 
 
 class _Delivery:

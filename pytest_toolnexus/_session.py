@@ -33,12 +33,16 @@ from ._cassette import (
     RecordedRequest,
     SseBody,
     TextBody,
+    damage_reason,
     load_cassette,
 )
 from ._clock import Clock, InstantClock, RealClock, real_wall
 from ._errors import (
+    CassetteError,
     CassetteFormatError,
     CassetteMissError,
+    CassetteSetAsideWarning,
+    CassetteWriteError,
     RecorderWarning,
     SecretFoundError,
     WireCheckError,
@@ -50,8 +54,10 @@ from ._provenance import client_versions
 from ._record import AsyncRecordingTransport, RecordingTransport
 from ._redact import ACCOUNT_KEYS, mask_keys, redact_headers, redact_url
 from ._replay import Plan, Shaper, aplay, play
+from ._replay_check import DAMAGE, check_playable
 from ._seam import AsyncTransport, RequestBody, Transport, TransportRequest, TransportResponse
 from ._secrets import SecretScanner, credential_environment
+from ._store_write import check_target, fingerprint, rescue, write_or_rescue
 from ._timepatch import install as install_clock
 from ._timepatch import observe_sleeps
 from ._version import __version__
@@ -245,12 +251,29 @@ class CassetteSession:
                 "--cassette-record=once), then commit the file." + _note(note)
             )
         elif record == "none" or (record in ("once", "new") and self.existed):
-            cassette = load_cassette(self.path)
+            cassette = self._load(record)
             loaded = cassette.interactions
             self._meta = {**cassette.meta, **self._meta}
         self._loaded_count = len(loaded)
-        self._index = Index(self.rules, loaded, allow_repeats, matcher)
+        self._index = Index(self.rules, [], allow_repeats, matcher)
+        for position, interaction in enumerate(loaded):
+            try:
+                self._index.add(interaction, played=False)
+            except DAMAGE as exc:
+                # A URL with a port out of range or a broken IPv6 literal, a request body
+                # with bytes or NaN: the request cannot be matched, so the file is damaged.
+                raise CassetteFormatError(
+                    f"cassette {self.path} is corrupt at interaction {position}: its request "
+                    f"cannot be matched ({damage_reason(exc)}); restore the file from version "
+                    "control, or record it again with record mode 'all'",
+                    path=str(self.path),
+                ) from exc
         self._may_record = record in ("new", "all") or (record == "once" and not self.existed)
+        # What the file was when recording began: a different file at the write means another
+        # writer (another process, or a test of this run) wrote it meanwhile.
+        self._found_at_start = fingerprint(self.path) if self._may_record else None
+        if self._may_record:
+            check_target(self.path)
         if timing not in TIMING_MODES:
             raise ValueError(f"timing mode {timing!r} is not one of {', '.join(TIMING_MODES)}")
         self.timing: TimingMode = timing
@@ -261,6 +284,21 @@ class CassetteSession:
         self._t0 = self.clock.now()
         if self._may_record:
             self._meta.setdefault("clock_epoch", round(real_wall(), 3))
+
+    def _load(self, record: RecordMode) -> Cassette:
+        try:
+            return load_cassette(self.path)
+        except CassetteFormatError as exc:
+            if record == "none":
+                raise
+            # Refused before any live call: recording into a file that cannot be read would
+            # make every call, then fail at the write and lose them all.
+            raise type(exc)(
+                f"{exc}. Record mode {record!r} records into the file that is there, and this "
+                "one cannot be read. Record mode 'all' (pytest: --cassette-record=all) records "
+                "it again from scratch and keeps the unreadable file beside it.",
+                path=exc.path,
+            ) from exc
 
     def _make_clock(self, timing: TimingMode, speed: float, loaded: list[Interaction]) -> Clock:
         if timing == "instant":
@@ -347,6 +385,7 @@ class CassetteSession:
             sent = turn.sent
             if turn.interaction is not None:
                 with self._malformed(turn.position):
+                    check_playable(turn.interaction)
                     response = play(turn.interaction, request, **self._playing(turn))
                 return sent._answered(response)
             assert recorder is not None  # _begin raised the miss otherwise
@@ -378,6 +417,7 @@ class CassetteSession:
             sent = turn.sent
             if turn.interaction is not None:
                 with self._malformed(turn.position):
+                    check_playable(turn.interaction)
                     response = await aplay(turn.interaction, request, **self._playing(turn))
                 return sent._answered(response)
             assert recorder is not None  # _begin raised the miss otherwise
@@ -417,10 +457,11 @@ class CassetteSession:
     def _malformed(self, position: int | None) -> Iterator[None]:
         try:
             yield
-        except MalformedCassette as exc:
+        except (MalformedCassette, *DAMAGE) as exc:
             where = "an injected fault" if position is None else f"interaction {position}"
             raise CassetteFormatError(
-                f"cassette {self.path} is corrupt at {where}: {exc}",
+                f"cassette {self.path} is corrupt at {where}: {damage_reason(exc)}; restore "
+                "the file from version control, or record it again with record mode 'all'",
                 path=str(self.path),
             ) from exc
 
@@ -696,15 +737,17 @@ class CassetteSession:
         if not recorded or self._discard:
             return
         with _file_lock(self.path):
-            # Another test (or xdist worker) of this run may have written the same cassette
-            # since it was loaded: merge with what is on disk now instead of overwriting it.
-            on_disk = load_cassette(self.path) if self.path.exists() else None
+            on_disk, unreadable = self._on_disk()
+            # Merge with what is on disk now instead of overwriting it when it may hold what
+            # another writer recorded since this session began: a test of this run (perhaps
+            # on another xdist worker), or any other process that wrote the file meanwhile.
             same_run = (
                 on_disk is not None
                 and self._run_id is not None
                 and on_disk.meta.get("run_id") == self._run_id
             )
-            if on_disk is not None and (same_run or self.record_mode == "new"):
+            changed = fingerprint(self.path) != self._found_at_start
+            if on_disk is not None and (same_run or changed or self.record_mode == "new"):
                 base = list(on_disk.interactions)
             else:
                 base = []
@@ -720,8 +763,42 @@ class CassetteSession:
             if self._before_write is not None:
                 self._before_write(cassette)
             self._refuse_secrets(cassette)
-            cassette.save()
+            data = cassette.to_bytes()
+            if unreadable is not None and self.record_mode != "all":
+                # The file became unreadable while this session recorded (it was readable,
+                # or absent, when it began): leave it for a person to look at.
+                rescued = rescue(self.path, data)
+                saved = (
+                    f"the recording was saved to {rescued}"
+                    if rescued is not None
+                    else "saving the recording to the temp folder failed too, so it is lost"
+                )
+                raise CassetteWriteError(
+                    f"cannot write cassette {self.path}: another writer left it unreadable "
+                    f"while this session recorded ({unreadable}). It was left as it is, and "
+                    f"{saved}. Restore the file, or record with record mode 'all'.",
+                    path=str(self.path),
+                    rescued=None if rescued is None else str(rescued),
+                )
+            kept = write_or_rescue(self.path, data, set_aside_first=unreadable is not None)
             self.written = True
+            if kept is not None:
+                warnings.warn(
+                    CassetteSetAsideWarning(
+                        f"cassette {self.path} could not be read ({unreadable}); record mode "
+                        f"'all' recorded it again, and the old file is kept as {kept}"
+                    ),
+                    stacklevel=4,
+                )
+
+    def _on_disk(self) -> tuple[Cassette | None, str | None]:
+        """The cassette on disk now, or None; and, for a file that cannot be read, why."""
+        if not self.path.exists():
+            return None, None
+        try:
+            return load_cassette(self.path), None
+        except CassetteError as exc:
+            return None, str(exc).removeprefix(f"cassette {self.path} ")
 
     def _refuse_secrets(self, cassette: Cassette) -> None:
         hits = self._scanner().scan_cassette(cassette.meta, cassette.interactions)
@@ -807,7 +884,7 @@ def _epoch_of(meta: Mapping[str, Any], interactions: list[Interaction]) -> float
         if date:
             try:
                 return email.utils.parsedate_to_datetime(date).timestamp()
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 break
     epoch = meta.get("clock_epoch")
     if isinstance(epoch, int | float) and not isinstance(epoch, bool):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -24,6 +25,7 @@ __all__ = [
     "cassette_file_name",
     "default_cassette_path",
     "layer",
+    "name_problem",
 ]
 
 UNUSED_POLICIES: Final = ("warn", "fail", "ignore")
@@ -33,6 +35,8 @@ _AGE_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _AGE: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _MAX_NAME: Final = 100
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
+_RUNS: Final = re.compile(r"_{2,}")
+_DIGEST: Final = 10
 
 
 @masked_repr
@@ -149,6 +153,8 @@ def layer(base: CassetteOptions, values: Mapping[str, Any], where: str) -> Casse
             raise TypeError(f"{where}: {key} must be True or False, got {value!r}")
         if key == "name" and (not isinstance(value, str) or not value.strip()):
             raise TypeError(f"{where}: the cassette name must be a non-empty string")
+        if key == "name" and (problem := name_problem(value)) is not None:
+            raise TypeError(f"{where}: {problem}")
         if key == "meta" and not isinstance(value, Mapping):
             raise TypeError(f"{where}: meta must be a mapping")
         if key in (
@@ -172,13 +178,48 @@ def layer(base: CassetteOptions, values: Mapping[str, Any], where: str) -> Casse
 
 
 def cassette_file_name(test_name: str) -> str:
-    """A safe, bounded file name (without extension) for a test or parametrized test id."""
+    """A safe, bounded file name (without extension) for a test or parametrized test id.
+
+    An ASCII name keeps only ``A-Z a-z 0-9 . _ -`` (as it always has, so committed cassettes
+    keep their paths). Any other name keeps its Unicode letters and digits, in NFC, and ends in
+    a short hash of the exact name, so that distinct names never share a file, even on file
+    systems that ignore case or Unicode normalisation.
+    """
+    if not test_name.isascii():
+        return _unicode_file_name(test_name)
     readable = test_name.replace("[", "-").replace("]", "")
     safe = _UNSAFE.sub("_", readable).strip("._-") or "cassette"
     if len(safe) > _MAX_NAME:
         digest = hashlib.sha256(test_name.encode()).hexdigest()[:12]
         safe = f"{safe[: _MAX_NAME - 13]}-{digest}"
     return safe
+
+
+def _unicode_file_name(test_name: str) -> str:
+    readable = unicodedata.normalize("NFC", test_name.replace("[", "-").replace("]", ""))
+    kept = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in readable)
+    kept = _RUNS.sub("_", kept).strip("._-")
+    digest = hashlib.sha256(test_name.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST]
+    # Bounded in bytes, which is what file systems count (a CJK character takes three).
+    room = _MAX_NAME - _DIGEST - 1
+    kept = kept.encode()[:room].decode("utf-8", "ignore").rstrip("._-")
+    # Cutting may leave a base character whose combining mark was cut off: normalise again.
+    kept = unicodedata.normalize("NFC", kept)
+    return f"{kept or 'cassette'}-{digest}"
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a cassette inside the cassette folder, or None when it can."""
+    target = Path(name)
+    if target.is_absolute() or name.startswith(("/", "\\")):
+        return f"the cassette name {name!r} must be a relative path inside the cassette directory"
+    if ".." in target.parts:
+        return f"the cassette name {name!r} must not go up a folder with '..'"
+    if target.name in ("", ".") or not name.strip(" /\\."):
+        return (
+            f"the cassette name {name!r} names no file; give a name such as 'chat' or 'shared/chat'"
+        )
+    return None
 
 
 def default_cassette_path(
@@ -196,11 +237,10 @@ def default_cassette_path(
     folder = base_dir / relative.with_suffix("")
     if name is None:
         return folder / f"{cassette_file_name(test_name)}.msgpack"
+    problem = name_problem(name)
+    if problem is not None:
+        raise ValueError(problem)
     target = Path(name)
-    if target.is_absolute() or ".." in target.parts:
-        raise ValueError(
-            f"cassette name {name!r} must be a relative path inside the cassette directory"
-        )
     if target.suffix != ".msgpack":
         target = target.with_name(f"{cassette_file_name(target.name)}.msgpack")
     if len(target.parts) > 1:

@@ -18,7 +18,8 @@ before it would blow a time limit.
 Case counts (asserted below): truncations 2,048 (every offset of the synthetic seed, 80 random
 offsets of each committed one); bit flips 1,000; insertions/deletions 600; structural mutations
 900; wrong-type documents 46; huge declared lengths 26; extension types 8; deep nesting 35;
-foreign documents 14: 4,677 cases, plus the 6 seeds.
+foreign documents 14: 4,677 cases, plus the 6 seeds. ``python3 .ci/dev.py fuzz`` multiplies the
+random classes (truncations of the committed seeds, flips, edits, structural mutations).
 """
 
 import cProfile
@@ -57,6 +58,7 @@ from pytest_toolnexus._cassette import (
 )
 from pytest_toolnexus._errors import CassetteError
 from pytest_toolnexus._secrets import SecretScanner
+from tests.support.fuzzing import report, scaled
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = sorted((ROOT / "cassettes" / "examples").rglob("*.msgpack"))
@@ -174,6 +176,10 @@ class Fuzzer:
         self.outcomes[outcome] += 1
         return outcome
 
+    def report(self, kind: str) -> None:
+        """Add this class's figures to the manual run's table (a failure stops the test)."""
+        report("load", kind, self.outcomes, 0)
+
 
 def test_the_seeds_are_valid_cassettes(folder):
     assert len(COMMITTED) >= 5
@@ -192,34 +198,36 @@ def test_truncations(folder):
     for name, data in SEEDS.items():
         if name == "synthetic":
             continue
-        for cut in sorted(rng.sample(range(len(data)), 80)):
+        for cut in sorted(rng.sample(range(len(data)), min(len(data), scaled(80)))):
             assert fuzz(data[:cut], f"{name}[:{cut}]") == "refused"
-    assert fuzz.cases == len(SYNTHETIC) + 80 * len(COMMITTED)
+    assert fuzz.cases >= len(SYNTHETIC) + 80 * len(COMMITTED)
     assert fuzz.cases >= 2000
+    fuzz.report("truncations")
 
 
 def test_bit_flips(folder):
     fuzz = Fuzzer(folder, "flips")
     rng = random.Random(2)
     names = list(SEEDS)
-    for index in range(1000):
+    for index in range(scaled(1000)):
         name = names[index % len(names)]
         data = bytearray(SEEDS[name])
         for _ in range(1 + index % 3):  # one, two or three flipped bits
             position = rng.randrange(len(data))
             data[position] ^= 1 << rng.randrange(8)
         fuzz(bytes(data), f"{name} flip #{index}")
-    assert fuzz.cases == 1000
+    assert fuzz.cases == scaled(1000)
     # Flips in string payloads leave valid files; flips in structure must be refused.
     assert fuzz.outcomes["loaded"] > 0
     assert fuzz.outcomes["refused"] > 0
+    fuzz.report("bit flips")
 
 
 def test_byte_insertions_and_deletions(folder):
     fuzz = Fuzzer(folder, "edits")
     rng = random.Random(3)
     names = list(SEEDS)
-    for index in range(600):
+    for index in range(scaled(600)):
         name = names[index % len(names)]
         data = bytearray(SEEDS[name])
         position = rng.randrange(len(data))
@@ -228,8 +236,9 @@ def test_byte_insertions_and_deletions(folder):
         else:
             del data[position : position + 1 + index % 4]
         fuzz(bytes(data), f"{name} edit #{index}")
-    assert fuzz.cases == 600
+    assert fuzz.cases == scaled(600)
     assert fuzz.outcomes["refused"] > 0
+    fuzz.report("insertions and deletions")
 
 
 WRONG_VALUES = [
@@ -307,7 +316,7 @@ def test_structural_mutations(folder):
     rng = random.Random(4)
     docs = {name: msgpack.unpackb(data, raw=False) for name, data in SEEDS.items()}
     names = list(docs)
-    for index in range(900):
+    for index in range(scaled(900)):
         name = names[index % len(names)]
         doc = docs[name]
         paths = list(node_paths(doc))
@@ -320,9 +329,10 @@ def test_structural_mutations(folder):
             mutated = with_replaced(doc, path, value)
             label = f"{name} {path} = {value!r}"
         fuzz(pack(mutated), label)
-    assert fuzz.cases == 900
+    assert fuzz.cases == scaled(900)
     assert fuzz.outcomes["refused"] > 300
     assert fuzz.outcomes["loaded"] > 50  # some paths accept any value (meta, JSON bodies)
+    fuzz.report("structural mutations")
 
 
 def document(**changes):
@@ -403,6 +413,7 @@ def test_wrong_type_documents(folder):
     for label, doc in WRONG_DOCUMENTS.items():
         assert fuzz(pack(doc), label) == "refused", label
     assert fuzz.cases == len(WRONG_DOCUMENTS) == 46
+    fuzz.report("wrong-type documents")
 
 
 HUGE_HEADS = {
@@ -455,6 +466,7 @@ def test_huge_declared_lengths_allocate_nothing(folder):
     finally:
         tracemalloc.stop()
     assert fuzz.cases == 26
+    fuzz.report("huge declared lengths")
 
 
 def test_extension_types_are_refused(folder):
@@ -481,6 +493,7 @@ def test_extension_types_are_refused(folder):
     for label, data in raw.items():
         assert fuzz(data, label) == "refused", label
     assert fuzz.cases == 8
+    fuzz.report("extension types")
 
 
 MARKER = "@@DEEP@@"
@@ -515,6 +528,7 @@ def test_deeply_nested_documents(folder):
         fuzz(data, label)
     assert fuzz.cases == 35
     assert fuzz.outcomes["refused"] > 0
+    fuzz.report("deep nesting")
 
 
 def test_foreign_documents_are_refused(folder):
@@ -539,5 +553,6 @@ def test_foreign_documents_are_refused(folder):
     for label, data in cases.items():
         assert fuzz(data, label) == "refused", label
     assert fuzz.cases == 14
+    fuzz.report("foreign documents")
     with pytest.raises(CassetteVersionError, match="uses format version 2"):
         load_cassette(fuzz.path)

@@ -39,17 +39,24 @@ from pytest_toolnexus import (
 )
 from pytest_toolnexus._cassette import JsonBody, SseBody, TextBody
 from pytest_toolnexus._streams import SseParser, parse_json_text
+from tests.support.fuzzing import counted, report_examples, scaled
 
 URL = "https://api.example.invalid/v1/stream"
 SSE = Headers([("content-type", "text/event-stream; charset=utf-8")])
 JSON = Headers([("content-type", "application/json")])
 PROPERTY = settings(
-    max_examples=300,
+    max_examples=scaled(300),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     database=None,
 )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _examples_report():
+    yield
+    report_examples("round-trip property")
 
 
 @pytest.fixture(scope="module")
@@ -201,6 +208,7 @@ def assert_same_events(original_chunks, replayed):
 @example(chunks=[b"data: caf", "é 😀".encode()[:3], "é 😀".encode()[3:] + b"\n\n"])
 @example(chunks=[b'data: {"a": 1}\r', b"\n\r\nid: 7\r\nretry: 30\r\n\r\n"])
 @example(chunks=[b": keep-alive\n\nevent: ping\n\n", b"data\n\n"])
+@counted("SSE streams")
 def test_sse_streams_replay_to_the_same_events(folder, chunks):
     stored, replayed = round_trip(folder, SSE, chunks)
 
@@ -253,6 +261,7 @@ def assert_same_value(value, replayed):
 @example(body=({"n": 2**64, "z": -0.0}, [b'{"n": 18446744073709551616, "z": -0.0}']), whole=False)
 @example(body=({"e": 1e308, "t": 5e-324}, [b'{"e": 1e+308, "t": 5e-324}']), whole=True)
 @example(body=("😀𝄞", [b'"\\ud83d\\ude00\\ud834\\udd1e"']), whole=True)
+@counted("JSON bodies")
 def test_json_bodies_replay_to_the_same_value(folder, body, whole):
     value, chunks = body
 
@@ -286,8 +295,9 @@ def deep_values(draw):
     return value
 
 
-@settings(PROPERTY, max_examples=40)
+@settings(PROPERTY, max_examples=scaled(40))
 @given(value=deep_values())
+@counted("deeply nested bodies")
 def test_deeply_nested_bodies_replay_to_the_same_value(folder, value):
     data = json.dumps(value).encode()
 
