@@ -111,6 +111,8 @@ FUZZ_TESTS = (
     "tests/test_roundtrip_property.py",
     "tests/test_cassette_names.py",
     "tests/test_write_safety.py",
+    "tests/test_recording_fidelity.py",
+    "tests/test_secret_gaps.py",
 )
 
 

@@ -66,7 +66,10 @@ class _AsyncPull(_compat.AsyncStreamBase):
 
 
 def _seam_request(lib_request: Any, content: bytes) -> TransportRequest:
-    headers = Headers.from_checked_pairs(lib_request.headers.multi_items())
+    # The raw bytes read as latin-1, so that a recorded request goes out with exactly the
+    # header bytes the client gave (names in lower case, as httpx gives them).
+    raw = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in lib_request.headers.raw]
+    headers = Headers.from_checked_pairs(raw)
     url = str(lib_request.url)
     body = decode_body(headers, content)
     timeout = lib_request.extensions.get("timeout", {}).get("read")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Final, final
 
-from ._mask import mask_text
+from ._mask import CREDENTIAL_HEADERS, mask_text
 
 __all__ = ["Headers", "HeadersInput"]
 
@@ -119,7 +119,11 @@ class Headers(Mapping[str, str]):
 
     def __repr__(self) -> str:
         # Masked: a header that holds a key must not show in a frame pytest prints.
-        return mask_text(f"Headers({list(self._items)!r})")
+        shown = [
+            (name, "[secret]" if name.lower() in CREDENTIAL_HEADERS else value)
+            for name, value in self._items
+        ]
+        return mask_text(f"Headers({shown!r})")
 
     def wire_pairs(self) -> list[tuple[bytes, bytes]]:
         """The pairs as bytes for a client library: latin-1, which gives back exactly the

@@ -8,9 +8,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import Final, TypeVar
 
 __all__ = [
+    "CREDENTIAL_HEADERS",
+    "CREDENTIAL_QUERY_PARAMS",
     "PATTERNS",
     "credential_environment",
     "is_credential_name",
@@ -64,6 +67,53 @@ def credential_environment(environ: Mapping[str, str] | None = None) -> dict[str
     }
 
 
+CREDENTIAL_HEADERS: Final = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "api-key",
+        "x-goog-api-key",
+        "cookie",
+        "set-cookie",
+        "openai-organization",
+        "openai-project",
+        "anthropic-organization-id",
+        "x-amz-security-token",
+        "x-auth-token",
+        "x-access-token",
+        "ocp-apim-subscription-key",
+    }
+)
+"""Header names (lower case) whose values are masked before a write."""
+
+CREDENTIAL_QUERY_PARAMS: Final = frozenset(
+    {
+        "key",
+        "api_key",
+        "apikey",
+        "api-key",
+        "access_token",
+        "token",
+        "auth",
+        "client_secret",
+        "sig",
+        "signature",
+        "x-goog-api-key",
+    }
+)
+"""Query parameter names (lower case) whose values are masked before a write, and whose values
+matching ignores, so a redacted URL still matches the live one."""
+
+
+_USERINFO: Final = re.compile(r"(://[^/@\s:'\"]*):[^/@\s'\"]*@")
+_QUERY: Final = re.compile(
+    r"([?&](?:" + "|".join(re.escape(n) for n in sorted(CREDENTIAL_QUERY_PARAMS)) + r")=)"
+    r"[^&#\s'\"]+",
+    re.IGNORECASE,
+)
+
+
 def mask_text(text: str) -> str:
     """``text`` with every secret-shaped string and every credential environment value in it
     replaced by ``[secret]``."""
@@ -72,18 +122,30 @@ def mask_text(text: str) -> str:
             text = text.replace(value, "[secret]")
     for _, pattern in PATTERNS:
         text = pattern.sub("[secret]", text)
-    return text
+    text = _USERINFO.sub(r"\1:[secret]@", text)
+    return _QUERY.sub(r"\1[secret]", text)
 
 
 _T = TypeVar("_T", bound=type)
 
 
+_inside: ContextVar[bool] = ContextVar("pytest_toolnexus_masking", default=False)
+
+
 def masked_repr(cls: _T) -> _T:
-    """Make ``cls``'s ``repr`` (a dataclass's generated one, say) mask secrets."""
+    """Make ``cls``'s ``repr`` (a dataclass's generated one, say) mask secrets. Only the
+    outermost masked repr masks: a cassette's repr masks its interactions' once, not once
+    per level."""
     plain: Callable[[object], str] = cls.__dict__["__repr__"]
 
     def __repr__(self: object) -> str:
-        return mask_text(plain(self))
+        if _inside.get():
+            return plain(self)
+        token = _inside.set(True)
+        try:
+            return mask_text(plain(self))
+        finally:
+            _inside.reset(token)
 
     __repr__.__qualname__ = f"{cls.__qualname__}.__repr__"
     cls.__repr__ = __repr__  # type: ignore[assignment]

@@ -61,6 +61,7 @@ MATCH_PRESETS: Final[dict[str, tuple[str, ...]]] = {
 headers are not compared."""
 
 _URL_PARTS: Final = frozenset(("scheme", "host", "port", "path", "query"))
+_WIRE_HEADERS: Final = frozenset(("content-encoding", "content-length", "transfer-encoding"))
 
 
 def match_parts(value: str | Iterable[str]) -> frozenset[str]:
@@ -280,14 +281,16 @@ class MatchRules:
         return _url_key(url, self.masked_query, self.ignore_query, self.parts)
 
     def compared_headers(self, headers: Headers) -> tuple[tuple[str, tuple[str, ...]], ...]:
-        """The headers compared when ``match_on`` names ``headers``: every one but the ignored
-        and ``x-stainless-*``, credentials by presence only."""
+        """The headers compared when ``match_on`` names ``headers``: every one but the ignored,
+        ``x-stainless-*`` and those that describe the wire form of the body (a compressed body
+        is stored decoded, without them), credentials by presence only."""
         safe = redact_headers(headers)
         names = sorted(
             {
                 name.lower()
                 for name in safe
                 if name.lower() not in self.ignore_headers
+                and name.lower() not in _WIRE_HEADERS
                 and not name.lower().startswith("x-stainless-")
             }
         )
@@ -340,8 +343,13 @@ class MatchRules:
 
     def key_of_request(self, request: TransportRequest) -> tuple[Any, ...]:
         content = request.content
-        # A body whose bytes name no account key has nothing to mask: skip the walk.
-        mask = content is None or any(key.encode() in content for key in self.masked_keys)
+        # A body whose bytes name no account key has nothing to mask: skip the walk. Bytes
+        # under a content-encoding say nothing until decoded, so those are always walked.
+        mask = (
+            content is None
+            or "content-encoding" in request.headers
+            or any(key.encode() in content for key in self.masked_keys)
+        )
         body = live_body(request)
         return self.key(request.method, request.url, request.headers, body, mask=mask)
 

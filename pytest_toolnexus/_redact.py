@@ -7,6 +7,7 @@ from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ._headers import Headers
+from ._mask import CREDENTIAL_HEADERS, CREDENTIAL_QUERY_PARAMS
 
 __all__ = [
     "ACCOUNT_KEYS",
@@ -20,44 +21,6 @@ __all__ = [
 ]
 
 REDACTED: Final = "REDACTED"
-
-CREDENTIAL_HEADERS: Final = frozenset(
-    {
-        "authorization",
-        "proxy-authorization",
-        "x-api-key",
-        "api-key",
-        "x-goog-api-key",
-        "cookie",
-        "set-cookie",
-        "openai-organization",
-        "openai-project",
-        "anthropic-organization-id",
-        "x-amz-security-token",
-        "x-auth-token",
-        "x-access-token",
-        "ocp-apim-subscription-key",
-    }
-)
-"""Header names (lower case) whose values are masked before a write."""
-
-CREDENTIAL_QUERY_PARAMS: Final = frozenset(
-    {
-        "key",
-        "api_key",
-        "apikey",
-        "api-key",
-        "access_token",
-        "token",
-        "auth",
-        "client_secret",
-        "sig",
-        "signature",
-        "x-goog-api-key",
-    }
-)
-"""Query parameter names (lower case) whose values are masked before a write, and whose values
-matching ignores, so a redacted URL still matches the live one."""
 
 
 def redact_headers(headers: Headers) -> Headers:

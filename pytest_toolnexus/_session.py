@@ -225,6 +225,7 @@ class CassetteSession:
         self.misses: list[CassetteMissError] = []
         self.written = False
         self._discard = False
+        self._playable: set[int] = set()  # ids of interactions checked (they live as long)
         self.recorder_problems: list[str] = []
         """What the recorder could not parse (the client's stream was not touched)."""
         # Credential values in the environment when each request was sent (recording only):
@@ -385,7 +386,7 @@ class CassetteSession:
             sent = turn.sent
             if turn.interaction is not None:
                 with self._malformed(turn.position):
-                    check_playable(turn.interaction)
+                    self._check_once(turn.interaction)
                     response = play(turn.interaction, request, **self._playing(turn))
                 return sent._answered(response)
             assert recorder is not None  # _begin raised the miss otherwise
@@ -417,7 +418,7 @@ class CassetteSession:
             sent = turn.sent
             if turn.interaction is not None:
                 with self._malformed(turn.position):
-                    check_playable(turn.interaction)
+                    self._check_once(turn.interaction)
                     response = await aplay(turn.interaction, request, **self._playing(turn))
                 return sent._answered(response)
             assert recorder is not None  # _begin raised the miss otherwise
@@ -487,6 +488,15 @@ class CassetteSession:
         """Add faults (from :mod:`pytest_toolnexus.faults`); they count requests from now on."""
         for fault in faults:
             self._faults.add(fault)
+
+    def _check_once(self, interaction: Interaction) -> None:
+        """:func:`check_playable`, once per interaction however often it plays (repeats,
+        faults), so a replay pays for the check only the first time."""
+        key = id(interaction)
+        if key in self._playable:
+            return
+        check_playable(interaction)
+        self._playable.add(key)
 
     def _scanner(self) -> SecretScanner:
         return SecretScanner(allow=self._allow_secrets, seen=self._seen_env)

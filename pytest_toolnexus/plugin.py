@@ -324,7 +324,7 @@ def cassette(
         )
         record = "none"
     path = _cassette_path(item, options)
-    if options.max_age is not None and path.exists():
+    if options.max_age is not None and record != "all" and path.exists():
         blocked = _in_ci() and config.getoption("cassette_record") is None
         record = _check_expiry(item, path, options, record, recording_allowed=not blocked)
     if record == "once" and _written_this_run(path, config.stash[_RUN_ID]):
@@ -385,8 +385,14 @@ def cassette(
             _report(item, session, options)
 
     def keep_or_discard() -> None:
-        # A test that failed while recording leaves no cassette behind unless asked to.
-        if item.stash.get(_FAILED, False) and not options.record_on_error and session.recorded:
+        # A test that failed while recording leaves no cassette behind unless asked to; a
+        # stream still open counts too, though it is only finished when the session closes.
+        if (
+            item.stash.get(_FAILED, False)
+            and not options.record_on_error
+            and not session.replay_only
+            and any(not sent.replayed for sent in session.requests)
+        ):
             session.discard_recording()
             config.stash[_STATS].discarded.add(_shown(config, path))
 
@@ -447,6 +453,9 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
+    if report.when == "setup":  # each run of the item starts here, a rerun's too
+        item.stash[_FAILED] = False
+        item.stash[_CALL_FAILED] = False
     if report.failed and report.when in ("setup", "call"):
         item.stash[_FAILED] = True
         if report.when == "call":
@@ -467,6 +476,7 @@ def _report_unserved(item: pytest.Item, unserved: Unserved, options: CassetteOpt
     if options.unserved == "warn":
         warnings.warn(UnservedTrafficWarning(f"{item.nodeid}: {text}"), stacklevel=1)
         return
+    item.stash[_FAILED] = True  # the recording missed traffic: it is not kept
     if not item.stash.get(_CALL_FAILED, False):
         pytest.fail(f"{item.nodeid}: {text}", pytrace=False)
 
@@ -483,9 +493,13 @@ def _check_expiry(
     expired cassette again, else ``record``; fails or warns as ``on_expired`` says."""
     assert options.max_age is not None
     forced = item.config.getoption("cassette_record")
+    try:
+        meta = dict(load_cassette(path).meta)
+    except CassetteError:
+        return record  # an unreadable file is the session's to report (or to record over)
     found = expiry(
         _shown(item.config, path),
-        dict(load_cassette(path).meta),
+        meta,
         options.max_age,
         options.on_expired,
         may_record=recording_allowed and forced in (None, "once", "new", "all"),

@@ -384,3 +384,91 @@ def test_a_vcr_marker_is_left_to_pytest_recording_when_it_is_active(project, emu
     )
 
     run(project).assert_outcomes(passed=1)
+
+
+def test_a_stream_left_open_by_a_failing_test_is_not_written_either(project, emulator):
+    project.makepyfile(
+        test_open="""
+        import os
+        import httpx
+        import pytest
+
+        @pytest.mark.cassette
+        def test_breaks():
+            body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "x"}]}
+            client = httpx.Client()
+            response = client.send(
+                client.build_request(
+                    "POST", os.environ["EMULATOR_URL"] + "/v1/chat/completions", json=body
+                ),
+                stream=True,
+            )
+            next(response.iter_bytes())  # one chunk read, the stream left open
+            assert False, "fails mid-stream"
+        """
+    )
+
+    result = run(project, "--cassette-record=once")
+
+    result.assert_outcomes(failed=1)
+    assert len(emulator.requests) == 1
+    assert not cassette_of(project, "test_open", "test_breaks").exists()
+    result.stdout.fnmatch_lines(["*not written, its test failed while recording*"])
+
+
+def test_recording_again_is_not_stopped_by_expiry(project, emulator):
+    path = recorded_project(project, "fail")
+    age(path, 90)
+
+    result = run(project, "--cassette-record=all")
+
+    result.assert_outcomes(passed=1)
+    assert len(emulator.requests) == 2
+    recorded_at = dt.datetime.fromisoformat(load_cassette(path).meta["recorded_at"])
+    assert dt.datetime.now(dt.UTC) - recorded_at < dt.timedelta(hours=1)
+
+
+def test_expiry_leaves_an_unreadable_cassette_to_the_session(project, emulator):
+    path = recorded_project(project, "fail")
+    path.write_bytes(b"\x00not a cassette")
+
+    result = run(project)
+
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*CassetteFormatError*"])
+    result.stdout.no_fnmatch_line("*Traceback*_check_expiry*")
+
+
+def test_a_vcr_marker_the_suite_declares_itself_is_left_alone(project, emulator):
+    project.makeini("[pytest]\nmarkers =\n    vcr: our own vcr marker\n")
+    project.makepyfile(
+        test_own="""
+        import pytest
+
+        @pytest.mark.vcr
+        def test_it():
+            pass
+        """
+    )
+
+    run(project, "-p", "no:recording", "--strict-markers").assert_outcomes(passed=1)
+
+
+def test_pytest_recording_loaded_through_pytest_plugins_serves_the_vcr_marker(
+    project, emulator, monkeypatch
+):
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    project.makeconftest(
+        "pytest_plugins = ['pytest_toolnexus.plugin', 'pytest_recording.plugin']\n"
+    )
+    project.makepyfile(
+        test_loaded="""
+        import pytest
+
+        @pytest.mark.vcr
+        def test_it(vcr):
+            assert vcr is not None
+        """
+    )
+
+    project.runpytest_subprocess("-p", "no:randomly").assert_outcomes(passed=1)

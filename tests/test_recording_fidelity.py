@@ -15,12 +15,21 @@ from hypothesis import strategies as st
 from pytest_toolnexus import CassetteSession, RecorderWarning, load_cassette
 from pytest_toolnexus._cassette import ChunksBody, JsonBody
 from pytest_toolnexus._patch import patch_http_clients
+from tests.support.fuzzing import counted, report_examples, scaled
 from tests.support.servers import Drip, Fixed, LoopbackServer
 
 STREAM = {"model": "m", "stream": True}  # a request the recorder times as a stream
 PROPERTY = settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=scaled(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _examples_report():
+    yield
+    report_examples("recording fidelity")
 
 
 @contextlib.contextmanager
@@ -69,6 +78,7 @@ def header_bytes():
 
 @PROPERTY
 @given(value=header_bytes())
+@counted("non-ASCII header bytes")
 def test_a_header_that_is_not_ascii_reaches_the_client_byte_for_byte(tmp_path, value):
     def read(client, url):
         response = client.get(url)
@@ -108,6 +118,7 @@ def json_texts():
 @given(
     body=json_texts() | st.sampled_from([b'{"n": 1E2, "f": 1.10}', b"null\n", b'{"a": "\\u00e9"}'])
 )
+@counted("exact JSON bytes")
 def test_while_recording_the_client_reads_the_servers_exact_json_bytes(tmp_path, body):
     def read(client, url):
         response = client.get(url)
@@ -130,6 +141,7 @@ def test_while_recording_the_client_reads_the_servers_exact_json_bytes(tmp_path,
     bad=st.binary(min_size=1, max_size=4).filter(lambda b: not _utf8(b)),
     at=st.integers(0, 2),
 )
+@counted("SSE bytes that are not UTF-8")
 def test_sse_bytes_that_are_not_utf8_replay_byte_for_byte(tmp_path, bad, at):
     events = [b"data: one\n\n", b"data: two\n\n", b"data: three\n\n"]
     events[at] = events[at][:6] + bad + events[at][6:]
@@ -197,3 +209,18 @@ def test_a_recorder_that_fails_never_breaks_the_clients_stream(tmp_path, monkeyp
     assert [chunk["data"] for chunk in body.chunks] == events
     times = [chunk["t"] for chunk in body.chunks]
     assert times == sorted(times)  # each chunk keeps the time it reached the recorder
+
+
+@PROPERTY
+@given(value=header_bytes())
+@counted("non-ASCII request header bytes")
+def test_a_request_header_that_is_not_ascii_reaches_the_server_byte_for_byte(tmp_path, value):
+    path = tmp_path / "c.msgpack"
+    path.unlink(missing_ok=True)
+    with LoopbackServer(Fixed(200, [("content-type", "text/plain")], b"ok")) as server:
+        with served(path, "all"), httpx.Client() as client:
+            assert client.get(server.url("/v1/x"), headers={b"x-user": value}).status_code == 200
+        [received] = server.requests
+    assert b"\r\nx-user: " + value + b"\r\n" in received.raw
+    with served(path, "none"), httpx.Client() as client:
+        assert client.get(server.url("/v1/x"), headers={b"x-user": value}).text == "ok"

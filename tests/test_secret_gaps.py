@@ -28,9 +28,16 @@ from pytest_toolnexus import (
 from pytest_toolnexus._cli import main as cli
 from pytest_toolnexus._redact import ACCOUNT_KEYS, redact_url
 from pytest_toolnexus._secrets import SecretScanner, is_credential_name
+from tests.support.fuzzing import counted, report_examples, scaled
 from tests.test_secret_scan import FAKES, JSON
 
 URL = "https://api.example.invalid/v1/chat"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _examples_report():
+    yield
+    report_examples("secret gaps")
 
 
 def echo(request):
@@ -85,7 +92,7 @@ CODINGS = {
 
 
 @pytest.mark.parametrize("coding", list(CODINGS))
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(
     value=st.dictionaries(
         # Account keys are masked on purpose (ADR 0027), so they would not read back equal.
@@ -94,6 +101,7 @@ CODINGS = {
         max_size=5,
     )
 )
+@counted("compressed request bodies")
 def test_a_compressed_request_body_is_stored_decoded_and_still_matches(
     tmp_path_factory, coding, value
 ):
@@ -183,12 +191,13 @@ def test_names_that_only_contain_the_words_are_not_credentials(name):
 # -- 16: URL userinfo ----------------------------------------------------------------------------
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=scaled(200), deadline=None)
 @given(
     user=st.text(st.characters(categories=["L", "N"]), min_size=1, max_size=10),
     password=st.text(st.characters(categories=["L", "N"], include_characters="-_.~"), min_size=1),
     query=st.sampled_from(["", "?a=1", "?key=zz&a=1"]),
 )
+@counted("URL passwords")
 def test_a_url_password_is_always_redacted(user, password, query):
     url = f"https://{user}:{password}@api.example.invalid:8443/v1/x{query}"
     redacted = redact_url(url)
@@ -249,3 +258,56 @@ def test_showlocals_never_prints_a_refused_secret(pytester, monkeypatch, flags):
     assert "was not written" in output
     assert secret not in output
     assert secret[8:24] not in output
+
+
+def test_a_compressed_request_body_with_an_account_key_still_matches_its_recording(tmp_path):
+    body = json.dumps({"user_id": "u-123", "q": 1}).encode()
+    headers = {"content-type": "application/json", "content-encoding": "gzip"}
+    session, path = record(
+        tmp_path, TransportRequest("POST", URL, headers, content=gzip.compress(body))
+    )
+    session.close()
+
+    [stored] = load_cassette(path).interactions
+    assert stored.request.body.value == {"user_id": "REDACTED", "q": 1}
+    with CassetteSession(path, record="none", timing="instant") as replay:
+        again = TransportRequest("POST", URL, headers, content=gzip.compress(body))
+        assert replay.transport(again).status == 200
+
+
+def test_match_on_headers_ignores_the_headers_of_a_compressed_bodys_wire_form(tmp_path):
+    wire = gzip.compress(b'{"q": 1}')
+    headers = {
+        "content-type": "application/json",
+        "content-encoding": "gzip",
+        "content-length": str(len(wire)),
+        "accept": "application/json",
+    }
+    session, path = record(tmp_path, TransportRequest("POST", URL, headers, content=wire))
+    session.close()
+
+    replay = CassetteSession(
+        path, record="none", timing="instant", match_on=["method", "path", "headers", "body"]
+    )
+    with replay:
+        assert replay.transport(TransportRequest("POST", URL, headers, content=wire)).status == 200
+
+
+@pytest.mark.parametrize(
+    ("headers", "url", "hidden"),
+    [
+        ({"authorization": "Basic dXNlcjpwYXNzd29yZA=="}, URL, "dXNlcjpwYXNzd29yZA"),
+        ({"api-key": "0123456789abcdef0123"}, URL, "0123456789abcdef0123"),
+        ({}, "https://bot:hunter2pass@api.example.invalid/v1", "hunter2pass"),
+        ({}, URL + "?api_key=zzzzzzzzzzzz&q=1", "zzzzzzzzzzzz"),
+    ],
+)
+def test_reprs_hide_credentials_by_name_not_only_by_shape(headers, url, hidden):
+    from pytest_toolnexus import Interaction, RecordedRequest, RecordedResponse
+    from pytest_toolnexus._cassette import EmptyBody
+
+    request = TransportRequest("POST", url, headers, body={"q": 1})
+    recorded = RecordedRequest("POST", url, request.headers, EmptyBody())
+    answered = Interaction(recorded, RecordedResponse(200, request.headers, EmptyBody(), 0, 0))
+    for shown in (repr(request), repr(request.headers), repr(answered)):
+        assert hidden not in shown

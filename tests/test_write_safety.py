@@ -14,6 +14,7 @@ The live server is a loopback JSON server that counts its hits.
 """
 
 import errno
+import functools
 import json
 import os
 import re
@@ -38,7 +39,7 @@ from pytest_toolnexus import (
     load_cassette,
 )
 from pytest_toolnexus._cassette import FORMAT
-from pytest_toolnexus._seam import TransportRequest
+from pytest_toolnexus._seam import TransportRequest, TransportResponse
 from tests.support.fuzzing import report, scaled
 from tests.support.servers import LoopbackServer, write_response
 
@@ -343,37 +344,6 @@ def test_a_refused_write_names_the_cassette_and_saves_the_recording(
     assert [p.name for p in path.parent.iterdir() if p.name != path.name] == []
 
 
-READ_ONLY_SCRIPT = """
-import json, os, sys
-from pathlib import Path
-from pytest_toolnexus import CassetteSession, CassetteWriteError, TransportRequest
-from pytest_toolnexus import TransportResponse, load_cassette
-
-path = Path(sys.argv[1])
-path.parent.mkdir(parents=True)
-def live(request):
-    return TransportResponse(200, {"content-type": "application/json"}, {"ok": True})
-session = CassetteSession(path, record="once", timing="instant", live=live)
-with session:
-    session.transport(TransportRequest("POST", "https://api.example.invalid/v1/x", body={"n": 0}))
-    path.parent.chmod(0o555)
-    try:
-        (path.parent / "probe").touch()
-    except PermissionError:
-        stopped = True
-    else:
-        stopped = False
-    try:
-        session.close()
-    except CassetteWriteError as exc:
-        rescued = load_cassette(exc.rescued)
-        print(json.dumps({"stopped": stopped, "message": str(exc), "rescued": exc.rescued,
-                          "numbers": [i.request.body.value["n"] for i in rescued.interactions]}))
-    else:
-        print(json.dumps({"stopped": stopped, "written": path.exists()}))
-"""
-
-
 @pytest.fixture
 def shared_folder():
     """A folder any user can write to, in the system's temp folder (pytest's own temp folders
@@ -389,27 +359,69 @@ def shared_folder():
         shutil.rmtree(folder)
 
 
-def test_a_read_only_folder_refuses_the_write_naming_the_cassette(shared_folder):
-    # Permissions stop every user but root, so under root the recording runs as the
-    # unprivileged user nobody (uid 65534), in a process of its own.
-    if os.name != "posix":
-        raise AssertionError("this suite runs on POSIX systems only")
-    folder = shared_folder
-    path = folder / "cassettes" / "write.msgpack"
-    as_user = {"user": 65534, "group": 65534} if os.geteuid() == 0 else {}
-    environment = {**os.environ, "TMPDIR": str(folder), "HOME": str(folder)}
-    environment.pop("PYTHONDONTWRITEBYTECODE", None)
-    result = subprocess.run(
-        [sys.executable, "-c", READ_ONLY_SCRIPT, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**environment, "PYTHONDONTWRITEBYTECODE": "1"},
-        check=False,
-        **as_user,
-    )
-    assert result.returncode == 0, result.stderr
-    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+def _write_into_a_read_only_folder(path):
+    """Record one interaction at ``path``, make its folder read-only, close: what happened."""
+    path.parent.mkdir(parents=True)
+
+    def live(request):
+        return TransportResponse(200, {"content-type": "application/json"}, {"ok": True})
+
+    session = CassetteSession(path, record="once", timing="instant", live=live)
+    with session:
+        session.transport(
+            TransportRequest("POST", "https://api.example.invalid/v1/x", body={"n": 0})
+        )
+        path.parent.chmod(0o555)
+        try:
+            (path.parent / "probe").touch()
+        except PermissionError:
+            stopped = True
+        else:
+            stopped = False
+        try:
+            session.close()
+        except CassetteWriteError as exc:
+            rescued = load_cassette(exc.rescued)
+            numbers = [i.request.body.value["n"] for i in rescued.interactions]
+            return {"stopped": stopped, "message": str(exc), "numbers": numbers}
+    return {"stopped": stopped, "written": path.exists()}
+
+
+def _as_nobody(work):
+    """``work()`` in a forked child that runs as the user nobody (uid 65534), for whom folder
+    modes mean something; its result comes back through a pipe."""
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's coverage is not collected
+        code = 0
+        try:
+            os.close(read_end)
+            os.setgid(65534)
+            os.setuid(65534)
+            # The rescue folder under the system temp folder may be root's already.
+            tempfile.tempdir = tempfile.mkdtemp(dir=os.environ["TOOLNEXUS_SHARED"])
+            outcome = work()
+        except BaseException as exc:
+            outcome = {"error": f"{type(exc).__name__}: {exc}"}
+            code = 1
+        with os.fdopen(write_end, "w") as out:
+            out.write(json.dumps(outcome))
+        os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end) as received:
+        text = received.read()
+    os.waitpid(child, 0)
+    return json.loads(text)
+
+
+def test_a_read_only_folder_refuses_the_write_naming_the_cassette(shared_folder, monkeypatch):
+    # Folder modes stop every user but root: under root, the write runs as nobody.
+    path = shared_folder / "cassettes" / "write.msgpack"
+    work = functools.partial(_write_into_a_read_only_folder, path)
+    monkeypatch.setenv("TOOLNEXUS_SHARED", str(shared_folder))
+    outcome = _as_nobody(work) if os.geteuid() == 0 else work()
+
+    assert "error" not in outcome, outcome
     assert outcome["stopped"] is True, "the folder's mode did not stop this user"
     assert str(path) in outcome["message"]
     assert "not writable" in outcome["message"]
