@@ -22,7 +22,14 @@ __all__ = [
     "wire_suspect",
 ]
 
-_STREAM_TYPES = ("text/event-stream", "application/x-ndjson", "application/jsonl")
+_STREAM_TYPES = (
+    "text/event-stream",
+    "application/x-ndjson",
+    "application/jsonl",
+    "application/vnd.amazon.eventstream",
+)
+# Amazon Bedrock's streaming operations, which say so only in their path.
+_STREAM_PATHS: Final = ("/converse-stream", "/invoke-with-response-stream")
 
 
 def is_json_type(content_type: str) -> bool:
@@ -69,8 +76,9 @@ def wants_stream(url: str, headers: Headers, body: RequestBody) -> bool:
     """Whether a request asks for a streamed answer, from what the request itself says.
 
     True when the JSON body has ``"stream": true`` (OpenAI, Anthropic, Ollama), when the
-    ``Accept`` header names an event-stream or NDJSON type, or when the URL asks Gemini to
-    stream (``:streamGenerateContent``, with ``alt=sse`` or as a JSON array).
+    ``Accept`` header names an event-stream, NDJSON or AWS event stream type, or when the URL
+    asks Gemini to stream (``:streamGenerateContent``, with ``alt=sse`` or as a JSON array) or
+    is a Bedrock streaming operation (``/converse-stream``, ``/invoke-with-response-stream``).
     """
     if isinstance(body, dict) and body.get("stream") is True:
         return True
@@ -78,7 +86,7 @@ def wants_stream(url: str, headers: Headers, body: RequestBody) -> bool:
     if any(kind in accept for kind in _STREAM_TYPES):
         return True
     parts = urlsplit(url)
-    if parts.path.endswith(":streamGenerateContent"):
+    if parts.path.endswith(":streamGenerateContent") or parts.path.endswith(_STREAM_PATHS):
         return True
     return bool(parts.query) and ("alt", "sse") in parse_qsl(parts.query)
 
