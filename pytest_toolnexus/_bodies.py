@@ -15,6 +15,7 @@ __all__ = [
     "decode_body",
     "encode_json",
     "is_json_type",
+    "is_stream_type",
     "keeps_content_length",
     "wants_stream",
     "wire_body",
@@ -38,6 +39,11 @@ def is_json_type(content_type: str) -> bool:
     return media == "application/json" or (
         media.startswith("application/") and media.endswith("+json")
     )
+
+
+def is_stream_type(content_type: str) -> bool:
+    """True for the media types that stream by nature: SSE, NDJSON and AWS event streams."""
+    return content_type.split(";", 1)[0].strip().lower() in _STREAM_TYPES
 
 
 def decode_body(headers: Headers, content: bytes) -> RequestBody:

@@ -43,7 +43,7 @@ from urllib3.exceptions import (
 )
 from urllib3.exceptions import TimeoutError as Urllib3Timeout
 
-from ._bodies import decode_body, keeps_content_length, wants_stream, wire_body
+from ._bodies import decode_body, is_stream_type, keeps_content_length, wants_stream, wire_body
 from ._errors import (
     ConnectError,
     ConnectTimeout,
@@ -62,15 +62,6 @@ MakeRequest = Callable[..., Any]
 
 # Headers describing the wire form of a body the live side has already decoded and reframed.
 _WIRE_HEADERS: Final = ("content-encoding", "content-length", "transfer-encoding")
-# Answers whose body the live side streams to the seam whatever the request said.
-_STREAMED_MEDIA: Final = frozenset(
-    {
-        "text/event-stream",
-        "application/x-ndjson",
-        "application/jsonl",
-        "application/vnd.amazon.eventstream",
-    }
-)
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 
 
@@ -137,7 +128,10 @@ def _request_content(body: Any) -> tuple[bytes, Any]:
         return body.encode("utf-8"), body
     read = getattr(body, "read", None)
     if callable(read):
-        position = body.tell() if callable(getattr(body, "tell", None)) else None
+        try:
+            position = body.tell() if callable(getattr(body, "tell", None)) else None
+        except (OSError, ValueError):
+            position = None  # a pipe or a socket: read once, and sent as the bytes read
         data = read()
         content = data.encode("utf-8") if isinstance(data, str) else bytes(data)
         if position is not None and callable(getattr(body, "seek", None)):
@@ -397,8 +391,7 @@ class Urllib3Live:
             headers = headers.without("transfer-encoding")
         else:
             headers = headers.without(*_WIRE_HEADERS)
-        media = live.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        if request.stream or media in _STREAMED_MEDIA:
+        if request.stream or is_stream_type(live.headers.get("content-type", "")):
 
             def close() -> None:
                 _let_go(live)

@@ -175,3 +175,22 @@ def test_an_allowed_host_goes_to_the_network_unrecorded(tmp_path, live):
         assert requests.post(url, json=BODY).status_code == 200
     assert cassette.requests == []
     assert len(live.requests) == 1
+
+
+def test_a_second_urllib3_patch_is_refused_and_a_stale_undo_releases_nothing(tmp_path):
+    pool_class = urllib3.connectionpool.HTTPConnectionPool
+    original = pool_class.__dict__["_make_request"]
+    first = CassetteSession(tmp_path / "first.msgpack", record="all")
+    second = CassetteSession(tmp_path / "second.msgpack", record="all")
+
+    undo_first = patch_urllib3(first)
+    with pytest.raises(RuntimeError, match=r"second\.msgpack.*first\.msgpack already does"):
+        patch_urllib3(second)
+    undo_first()
+    undo_second = patch_urllib3(second)  # free again
+    undo_first()  # a stale second undo of the first must not release the second's hold
+    with pytest.raises(RuntimeError, match="already does"):
+        patch_urllib3(first)
+    undo_second()
+
+    assert pool_class.__dict__["_make_request"] is original

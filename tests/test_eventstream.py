@@ -9,7 +9,17 @@ from botocore.eventstream import EventStreamBuffer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_toolnexus._cassette import ChunksBody, EventStreamBody, body_from_doc, frame_doc
+from pytest_toolnexus import CassetteFormatError, load_cassette
+from pytest_toolnexus._cassette import (
+    Cassette,
+    ChunksBody,
+    EventStreamBody,
+    Interaction,
+    RecordedRequest,
+    RecordedResponse,
+    body_from_doc,
+    frame_doc,
+)
 from pytest_toolnexus._eventstream import (
     EventStreamError,
     Frame,
@@ -176,3 +186,21 @@ def test_a_body_that_is_not_an_event_stream_after_all_is_kept_as_its_chunks():
 
     assert isinstance(body, ChunksBody)
     assert list(body.pieces()) == [(1.0, b'{"message": "not frames at all"}')]
+
+
+@pytest.mark.parametrize(
+    ("header", "problem"),
+    [
+        ([":n", "float", 1.5], "bad name or type"),
+        ([":n", "byte", 300], "out of range"),
+        ([":n", "string", 7], "is a string"),
+    ],
+)
+def test_a_broken_stored_frame_is_a_format_error_naming_the_file(tmp_path, header, problem):
+    path = tmp_path / "broken.msgpack"
+    frames = [{"t": 1.0, "headers": [header], "payload": {"a": 1}}]
+    response = RecordedResponse(200, body=EventStreamBody(frames))
+    Cassette(path, [Interaction(RecordedRequest("POST", "http://x/"), response)]).save()
+
+    with pytest.raises(CassetteFormatError, match=rf"broken\.msgpack is corrupt.*{problem}"):
+        load_cassette(path, validate=True)
