@@ -194,3 +194,22 @@ def test_a_second_urllib3_patch_is_refused_and_a_stale_undo_releases_nothing(tmp
     undo_second()
 
     assert pool_class.__dict__["_make_request"] is original
+
+
+def test_a_stream_closed_halfway_while_recording_is_kept_incomplete_and_replays_so(tmp_path):
+    with Emulator(events=5, delay=0.05) as emulator:
+        path = tmp_path / "half.msgpack"
+        url = emulator.base_url + "/v1/chat/completions"
+        with served(path, record="all") as cassette:
+            response = requests.post(url, json=STREAM, stream=True)
+            lines = response.iter_lines()
+            first = [next(lines), next(lines)]
+            response.close()  # the client lets go: the live connection is closed, not reused
+        assert cassette.requests[0].complete is False
+        assert cassette.recorded[0].response.complete is False
+        assert emulator.wait_idle(5)
+
+    with served(path) as cassette, requests.post(url, json=STREAM, stream=True) as response:
+        lines = response.iter_lines()
+        assert [next(lines), next(lines)] == first
+    assert cassette.requests[0].replayed
