@@ -7,7 +7,9 @@ checks what the client saw.
 
 import contextlib
 import io
+import ipaddress
 import json
+import socket
 import time
 
 import pytest
@@ -15,8 +17,9 @@ import requests
 import urllib3
 from urllib3.util.retry import Retry
 
-from pytest_toolnexus import CassetteMissError, CassetteSession, faults
+from pytest_toolnexus import CassetteMissError, CassetteSession, NetworkBlockedError, faults
 from pytest_toolnexus._patch_urllib3 import patch_urllib3
+from pytest_toolnexus._tripwire import arm_tripwire
 from tests.support.emulator import Emulator
 from tests.support.realtime import wall
 
@@ -213,3 +216,35 @@ def test_a_stream_closed_halfway_while_recording_is_kept_incomplete_and_replays_
         lines = response.iter_lines()
         assert [next(lines), next(lines)] == first
     assert cassette.requests[0].replayed
+
+
+@pytest.fixture
+def loopback_name():
+    """A host name that is not a loopback name but resolves to loopback (the machine's own)."""
+    name = socket.gethostname()
+    try:
+        address = socket.gethostbyname(name)
+    except OSError:
+        pytest.skip(f"the host name {name!r} does not resolve")
+    if name.lower() == "localhost" or not ipaddress.ip_address(address).is_loopback:
+        pytest.skip(f"the host name {name!r} resolves to {address}, not to loopback")
+    return name
+
+
+def test_the_bridge_s_own_live_traffic_passes_the_recording_tripwire(tmp_path, live, loopback_name):
+    url = f"http://{loopback_name}:{live.port}/v1/chat/completions"
+    disarm = arm_tripwire(cassette="c.msgpack", mode="all", recording=True)
+    try:
+        # Not served: the name lookup is stopped, naming who asked.
+        with pytest.raises(requests.ConnectionError, match=f"connection to {loopback_name}"):
+            requests.post(url, json=BODY, timeout=5)
+        with served(tmp_path / "c.msgpack", record="all") as cassette:
+            # Served: the bridge's own send is marked, and goes through ...
+            assert requests.post(url, json=BODY, timeout=5).status_code == 200
+            # ... while a connection of the test's own is still stopped.
+            with pytest.raises(NetworkBlockedError, match="a raw socket opened a connection"):
+                socket.getaddrinfo(loopback_name, live.port)
+    finally:
+        disarm()
+    assert len(live.requests) == 1
+    assert cassette.recorded[0].request.url == url
