@@ -1,5 +1,5 @@
 """What the bridges cost: the plugin's import time, and its per-test cost with and without
-aiohttp imported. Standalone (not part of run.py):
+aiohttp, requests or boto3 imported. Standalone (not part of run.py):
 
     .venv/bin/python benchmarks/bridge_cost.py            # the code in this checkout
     PYTHONPATH=/path/to/other/checkout .venv/bin/python benchmarks/bridge_cost.py
@@ -8,7 +8,7 @@ Import time is the median of 15 fresh interpreters timing ``import pytest_toolne
 Per-test cost is (time of N tests marked ``@pytest.mark.cassette`` - time of N unmarked tests)
 / N, in CPU time (process_time, which other processes disturb less), one pytest run each,
 median of 5, with the openai and anthropic SDKs imported by the
-test module (and aiohttp too, in the second row).
+test module (and aiohttp, requests or boto3 too, in the later rows).
 """
 
 from __future__ import annotations
@@ -82,7 +82,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "pytest.ini").write_text("[pytest]\n")
-        for libraries in ("openai,anthropic", "openai,anthropic,aiohttp"):
+        for libraries in (
+            "openai,anthropic",
+            "openai,anthropic,aiohttp",
+            "openai,anthropic,requests",
+            "openai,anthropic,boto3",
+        ):
             cost = per_test(folder, libraries)
             print(f"per-test cost, {libraries} imported: {cost * 1000:.3f} ms")
 

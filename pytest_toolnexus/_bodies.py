@@ -15,6 +15,7 @@ __all__ = [
     "decode_body",
     "encode_json",
     "is_json_type",
+    "is_stream_type",
     "keeps_content_length",
     "wants_stream",
     "wire_body",
@@ -22,7 +23,14 @@ __all__ = [
     "wire_suspect",
 ]
 
-_STREAM_TYPES = ("text/event-stream", "application/x-ndjson", "application/jsonl")
+_STREAM_TYPES = (
+    "text/event-stream",
+    "application/x-ndjson",
+    "application/jsonl",
+    "application/vnd.amazon.eventstream",
+)
+# Amazon Bedrock's streaming operations, which say so only in their path.
+_STREAM_PATHS: Final = ("/converse-stream", "/invoke-with-response-stream")
 
 
 def is_json_type(content_type: str) -> bool:
@@ -31,6 +39,11 @@ def is_json_type(content_type: str) -> bool:
     return media == "application/json" or (
         media.startswith("application/") and media.endswith("+json")
     )
+
+
+def is_stream_type(content_type: str) -> bool:
+    """True for the media types that stream by nature: SSE, NDJSON and AWS event streams."""
+    return content_type.split(";", 1)[0].strip().lower() in _STREAM_TYPES
 
 
 def decode_body(headers: Headers, content: bytes) -> RequestBody:
@@ -69,8 +82,9 @@ def wants_stream(url: str, headers: Headers, body: RequestBody) -> bool:
     """Whether a request asks for a streamed answer, from what the request itself says.
 
     True when the JSON body has ``"stream": true`` (OpenAI, Anthropic, Ollama), when the
-    ``Accept`` header names an event-stream or NDJSON type, or when the URL asks Gemini to
-    stream (``:streamGenerateContent``, with ``alt=sse`` or as a JSON array).
+    ``Accept`` header names an event-stream, NDJSON or AWS event stream type, or when the URL
+    asks Gemini to stream (``:streamGenerateContent``, with ``alt=sse`` or as a JSON array) or
+    is a Bedrock streaming operation (``/converse-stream``, ``/invoke-with-response-stream``).
     """
     if isinstance(body, dict) and body.get("stream") is True:
         return True
@@ -78,7 +92,7 @@ def wants_stream(url: str, headers: Headers, body: RequestBody) -> bool:
     if any(kind in accept for kind in _STREAM_TYPES):
         return True
     parts = urlsplit(url)
-    if parts.path.endswith(":streamGenerateContent"):
+    if parts.path.endswith(":streamGenerateContent") or parts.path.endswith(_STREAM_PATHS):
         return True
     return bool(parts.query) and ("alt", "sse") in parse_qsl(parts.query)
 

@@ -24,6 +24,7 @@ from ._errors import (
     CassetteNotFoundError,
     CassetteVersionError,
 )
+from ._eventstream import HEADER_TYPES, EventStreamError, Frame, Header, decode, encode
 from ._headers import Headers
 from ._mask import masked_repr
 from ._seam import JSONValue
@@ -39,6 +40,7 @@ __all__ = [
     "Cassette",
     "ChunksBody",
     "EmptyBody",
+    "EventStreamBody",
     "Interaction",
     "JsonBody",
     "MalformedCassette",
@@ -303,10 +305,100 @@ class ChunksBody:
         return b"".join(piece for _, piece in self.pieces())
 
 
+@masked_repr
+@dataclass(frozen=True, slots=True)
+class EventStreamBody:
+    """An AWS event stream (``application/vnd.amazon.eventstream``, Amazon Bedrock's
+    streaming answers): one stored map per frame, with its arrival ``t`` in ms, its headers
+    decoded and its payload parsed where it is JSON. Replay encodes each frame again, byte for
+    byte, CRCs included. ``tail`` is what came after the last whole frame."""
+
+    frames: Sequence[Mapping[str, Any]]
+    tail: bytes = b""
+    kind: ClassVar[str] = "eventstream"
+
+    def to_doc(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"kind": self.kind, "frames": list(self.frames)}
+        if self.tail:
+            doc["tail"] = self.tail
+        return doc
+
+    def pieces(self) -> Iterator[tuple[float, bytes]]:
+        last = 0.0
+        for raw in self.frames:
+            if not isinstance(raw, Mapping):
+                raise MalformedCassette("an event stream frame must be a map")
+            last = _time(raw, last)
+            try:
+                yield last, encode(frame_of(raw))
+            except EventStreamError as exc:
+                raise MalformedCassette(f"an event stream frame cannot be encoded: {exc}") from exc
+        if self.tail:
+            yield last, self.tail
+
+    def content(self) -> bytes:
+        return b"".join(piece for _, piece in self.pieces())
+
+
+def frame_doc(t_ms: float, raw: bytes) -> dict[str, Any]:
+    """The stored map for one frame (its wire bytes, checked) that arrived at ``t_ms``. The
+    payload is stored parsed only when encoding the value gives back the very bytes."""
+    frame = decode(raw)
+    doc: dict[str, Any] = {
+        "t": _ms(t_ms),
+        "headers": [[h.name, h.type, h.value] for h in frame.headers],
+    }
+    payload = frame.payload
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError:
+        doc["data"] = payload
+        return doc
+    ok, value = parse_json_text(text) if text else (False, None)
+    if ok and _json_line(value).encode() == payload:
+        doc["payload"] = value
+    else:
+        doc["text"] = text
+    return doc
+
+
+def frame_of(raw: Mapping[str, Any]) -> Frame:
+    """The :class:`Frame` a stored frame map describes."""
+    headers = raw.get("headers", [])
+    if not isinstance(headers, list):
+        raise MalformedCassette("an event stream frame's headers must be a list")
+    decoded: list[Header] = []
+    for item in headers:
+        if not isinstance(item, list) or len(item) != 3:
+            raise MalformedCassette("a frame header must be a [name, type, value] triple")
+        name, kind, value = item
+        if not isinstance(name, str) or kind not in HEADER_TYPES:
+            raise MalformedCassette(f"a frame header has a bad name or type: {name!r}, {kind!r}")
+        decoded.append(Header(name, kind, value))
+    if "payload" in raw:
+        payload = _json_line(raw["payload"]).encode()
+    elif "text" in raw:
+        payload = _str(raw["text"], "a frame's text payload").encode()
+    else:
+        data = raw.get("data", b"")
+        if not isinstance(data, bytes):
+            raise MalformedCassette("a frame's data payload must be binary")
+        payload = data
+    return Frame(tuple(decoded), payload)
+
+
 Body: TypeAlias = (
-    EmptyBody | AnyBody | JsonBody | TextBody | BytesBody | SseBody | NdjsonBody | ChunksBody
+    EmptyBody
+    | AnyBody
+    | JsonBody
+    | TextBody
+    | BytesBody
+    | SseBody
+    | NdjsonBody
+    | ChunksBody
+    | EventStreamBody
 )
-StreamBody: TypeAlias = SseBody | NdjsonBody | ChunksBody
+StreamBody: TypeAlias = SseBody | NdjsonBody | ChunksBody | EventStreamBody
 
 
 def _time(raw: Mapping[str, Any], floor: float) -> float:
@@ -362,6 +454,14 @@ def body_from_doc(doc: object, *, timed: bool) -> Body:
         if kind == "ndjson":
             return NdjsonBody(items, tail)
         return ChunksBody(items)
+    if timed and kind == "eventstream":
+        frames = doc.get("frames")
+        if not isinstance(frames, list):
+            raise MalformedCassette("an eventstream body's 'frames' must be a list")
+        tail = doc.get("tail", b"")
+        if not isinstance(tail, bytes):
+            raise MalformedCassette("an eventstream body's tail must be binary")
+        return EventStreamBody(frames, tail)
     raise MalformedCassette(f"unknown body kind {brief(kind)}")
 
 
@@ -575,7 +675,7 @@ class Cassette:
                 continue
             body = response.body
             try:
-                if isinstance(body, SseBody | NdjsonBody | ChunksBody):
+                if isinstance(body, SseBody | NdjsonBody | ChunksBody | EventStreamBody):
                     for _ in body.pieces():
                         pass
             except (MalformedCassette, TypeError, ValueError, RecursionError) as exc:

@@ -19,6 +19,7 @@ from ._cassette import (
     Cassette,
     ChunksBody,
     EmptyBody,
+    EventStreamBody,
     JsonBody,
     NdjsonBody,
     SseBody,
@@ -299,6 +300,14 @@ def _leaves(value: Any) -> dict[str, Any]:
     return dict(sorted(found.items()))
 
 
+def _frame_name(frame: Any) -> str:
+    """What an event stream frame is: its ``:event-type`` (or ``:exception-type``)."""
+    for name, _, value in frame.get("headers", []):
+        if name in (":event-type", ":exception-type"):
+            return str(value)
+    return "frame"
+
+
 def _distinct(payloads: list[Any], width: int) -> list[str]:
     """One row of text per stream piece. JSON pieces show only the leaves that are not the
     same in every piece (an OpenAI chunk's ``id``, ``model`` and ``created`` repeat; its
@@ -343,7 +352,7 @@ def _body_lines(
         yield from ("  " + line for line in body.text.splitlines())
     elif isinstance(body, BytesBody):
         yield f"  ({len(body.data)} bytes of binary)"
-    elif isinstance(body, SseBody | NdjsonBody | ChunksBody):
+    elif isinstance(body, SseBody | NdjsonBody | ChunksBody | EventStreamBody):
         rows: list[tuple[float, str]] = []
         if isinstance(body, SseBody):
             labels = [f"{e['event']}: " if e.get("event") else "" for e in body.events]
@@ -354,6 +363,16 @@ def _body_lines(
             texts = _distinct([line.get("value", line.get("text")) for line in body.lines], width)
             for line, text in zip(body.lines, texts, strict=True):
                 rows.append((float(line.get("t", 0.0)), text))
+        elif isinstance(body, EventStreamBody):
+            labels = [f"{_frame_name(frame)}: " for frame in body.frames]
+            payloads = [
+                f.get("payload", f.get("text", f"{len(f.get('data', b''))} bytes"))
+                for f in body.frames
+            ]
+            for frame, label, text in zip(
+                body.frames, labels, _distinct(payloads, width), strict=True
+            ):
+                rows.append((float(frame.get("t", 0.0)), label + text))
         else:
             for chunk in body.chunks:
                 rows.append((float(chunk.get("t", 0.0)), f"{len(chunk.get('data', b''))} bytes"))

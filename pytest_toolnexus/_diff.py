@@ -22,6 +22,7 @@ from ._cassette import (
     BytesBody,
     Cassette,
     ChunksBody,
+    EventStreamBody,
     Interaction,
     JsonBody,
     NdjsonBody,
@@ -137,6 +138,10 @@ def _body(body: Body) -> _Node:
         node["lines"] = _pieces(body.lines)
     elif isinstance(body, ChunksBody):
         node["chunks"] = _pieces(body.chunks)
+    elif isinstance(body, EventStreamBody):
+        node["frames"] = _pieces(body.frames)
+        if body.tail:
+            node["tail"] = body.tail
     if isinstance(body, SseBody | NdjsonBody) and body.tail:
         node["tail"] = body.tail
     return node

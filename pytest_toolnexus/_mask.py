@@ -100,6 +100,11 @@ CREDENTIAL_QUERY_PARAMS: Final = frozenset(
         "sig",
         "signature",
         "x-goog-api-key",
+        # AWS SigV4 in the query string (a presigned URL): the signature, the key id it was
+        # made with, and the session token.
+        "x-amz-signature",
+        "x-amz-credential",
+        "x-amz-security-token",
     }
 )
 """Query parameter names (lower case) whose values are masked before a write, and whose values

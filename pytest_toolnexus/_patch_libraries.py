@@ -24,8 +24,15 @@ def _aiohttp(session: CassetteSession, allow_hosts: tuple[str, ...]) -> Undo:
     return patch_aiohttp(session, allow_hosts)
 
 
+def _urllib3(session: CassetteSession, allow_hosts: tuple[str, ...]) -> Undo:
+    from ._patch_urllib3 import patch_urllib3
+
+    return patch_urllib3(session, allow_hosts)
+
+
 SERVED_LIBRARIES: tuple[tuple[str, Callable[[CassetteSession, tuple[str, ...]], Undo]], ...] = (
     ("aiohttp", _aiohttp),
+    ("urllib3", _urllib3),
 )
 """Each library's top-level module, and what installs its bridge."""
 

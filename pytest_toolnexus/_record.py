@@ -17,6 +17,7 @@ from ._cassette import (
     BytesBody,
     ChunksBody,
     EmptyBody,
+    EventStreamBody,
     Interaction,
     JsonBody,
     NdjsonBody,
@@ -25,11 +26,13 @@ from ._cassette import (
     RecordedResponse,
     SseBody,
     TextBody,
+    frame_doc,
     sse_event_doc,
 )
 from ._clock import real_monotonic
 from ._codings import decoded
 from ._errors import TransportCancelled, TransportError
+from ._eventstream import EventStreamError, FrameSplitter
 from ._headers import Headers
 from ._seam import (
     AsyncByteStream,
@@ -59,6 +62,7 @@ Observer = Callable[[int, float], None]
 
 _END_EVENTS: Final = frozenset({"message_stop", "response.completed", "response.done"})
 _NDJSON_TYPES: Final = ("application/x-ndjson", "application/jsonl", "application/json-seq")
+_EVENTSTREAM_TYPE: Final = "application/vnd.amazon.eventstream"
 
 
 def _media(headers: Headers) -> str:
@@ -113,11 +117,18 @@ class BodyRecorder:
         self._headers = headers
         self._sse: SseParser | None = SseParser() if media == "text/event-stream" else None
         self._ndjson: NdjsonSplitter | None = NdjsonSplitter() if media in _NDJSON_TYPES else None
-        self._whole = self._sse is None and self._ndjson is None and is_json_type(media)
+        self._frames: FrameSplitter | None = FrameSplitter() if media == _EVENTSTREAM_TYPE else None
+        self._broken = False
+        self._whole = (
+            self._sse is None
+            and self._ndjson is None
+            and self._frames is None
+            and is_json_type(media)
+        )
         self._events: list[dict[str, object]] = []
         self._buffer: list[bytes] = []
-        # An event stream's raw chunks too, in case it turns out not to be one (or holds bytes
-        # that are not UTF-8), and for a recorder that fails on a chunk.
+        # An event stream's raw chunks too (SSE or AWS), in case it turns out not to be one (or
+        # holds bytes that are not UTF-8), and for a recorder that fails on a chunk.
         self._raw: list[tuple[float, bytes]] = []
         self.problem: str | None = None
         """Why the pieces could not be parsed (the body is then kept as timed chunks)."""
@@ -146,6 +157,14 @@ class BodyRecorder:
         elif self._ndjson is not None:
             for line in self._ndjson.feed(chunk):
                 self._events.append(_ndjson_doc(t_ms, line))
+        elif self._frames is not None:
+            if not self._broken:
+                try:
+                    for raw in self._frames.feed(chunk):
+                        self._events.append(frame_doc(t_ms, raw))
+                except EventStreamError:
+                    # Not an event stream after all: kept as its timed chunks.
+                    self._broken = True
         elif self._whole:
             self._buffer.append(chunk)
         elif chunk:
@@ -192,6 +211,10 @@ class BodyRecorder:
             return SseBody(self._events, rest)
         if self._ndjson is not None:
             return NdjsonBody(self._events, self._ndjson.finish())
+        if self._frames is not None:
+            if self._broken:
+                return ChunksBody([{"t": round(t, 3), "data": chunk} for t, chunk in self._raw])
+            return EventStreamBody(self._events, self._frames.finish())
         if self._whole:
             return fixed_body(self._headers, b"".join(self._buffer))
         return ChunksBody(self._events)

@@ -16,6 +16,7 @@ from ._cancel import CancelToken
 from ._cassette import (
     ChunksBody,
     EmptyBody,
+    EventStreamBody,
     Interaction,
     JsonBody,
     MalformedCassette,
@@ -92,9 +93,9 @@ def plan_of(response: RecordedResponse, *, whole_bytes: bool = True) -> Plan:
     :class:`MalformedCassette` when it is reached. ``whole_bytes=False`` skips encoding a
     JSON body that will be handed over parsed."""
     body = response.body
-    streamed = isinstance(body, SseBody | NdjsonBody | ChunksBody)
+    streamed = isinstance(body, SseBody | NdjsonBody | ChunksBody | EventStreamBody)
     pieces: Sequence[tuple[float, bytes]]
-    if isinstance(body, SseBody | NdjsonBody | ChunksBody):
+    if isinstance(body, SseBody | NdjsonBody | ChunksBody | EventStreamBody):
         pieces = _LazyPieces(body.pieces())
     elif isinstance(body, EmptyBody) or (isinstance(body, JsonBody) and not whole_bytes):
         pieces = []

@@ -15,6 +15,7 @@ from typing import Any, Final
 from ._cassette import (
     BytesBody,
     ChunksBody,
+    EventStreamBody,
     Interaction,
     JsonBody,
     NdjsonBody,
@@ -176,6 +177,14 @@ def _body_leaves(body: object, path: str) -> Iterator[tuple[str, str]]:
         for index, line in enumerate(body.lines):
             yield from _json_leaves(dict(line), f"{path}.lines[{index}]")
         yield f"{path}.tail", body.tail
+    elif isinstance(body, EventStreamBody):
+        for index, frame in enumerate(body.frames):
+            where = f"{path}.frames[{index}]"
+            data = frame.get("data")
+            if isinstance(data, bytes):
+                yield f"{where}.data", data.decode("utf-8", "ignore")
+            yield from _json_leaves(dict(frame), where)  # headers, payload and text
+        yield f"{path}.tail", body.tail.decode("utf-8", "ignore")
     elif isinstance(body, ChunksBody):
         joined = b"".join(
             c["data"]

@@ -26,6 +26,7 @@ from ._bridge import HTTPBridge
 from ._cassette import (
     Body,
     Cassette,
+    EventStreamBody,
     Interaction,
     JsonBody,
     MalformedCassette,
@@ -931,7 +932,8 @@ def _masked_piece(piece: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 
 
 def _masked_body(body: Body, *, in_text: bool = True) -> Body:
-    """``body`` with account-identifier keys masked, inside SSE and NDJSON payloads too, and
+    """``body`` with account-identifier keys masked, inside SSE, NDJSON and event stream
+    payloads too, and
     (``in_text``) inside JSON that is stored as text. Request text bodies match live requests
     byte for byte, so they are left as they are."""
     if isinstance(body, JsonBody):
@@ -944,6 +946,8 @@ def _masked_body(body: Body, *, in_text: bool = True) -> Body:
         return SseBody([_masked_piece(e, "data") for e in body.events], body.tail)
     if isinstance(body, NdjsonBody):
         return NdjsonBody([_masked_piece(line, "value") for line in body.lines], body.tail)
+    if isinstance(body, EventStreamBody):
+        return EventStreamBody([_masked_piece(f, "payload") for f in body.frames], body.tail)
     return body
 
 

@@ -47,6 +47,9 @@ _LIBRARY_DIRS: Final = tuple(
     for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
 )
 
+# The clients a cassette serves, as the errors name them.
+SERVED: Final = "httpx, httpx2, aiohttp, urllib3, requests, botocore"
+
 _lock = threading.Lock()
 _armed = False
 
@@ -155,14 +158,14 @@ def arm_tripwire(
             return (
                 f"pytest-toolnexus blocked a connection to {where}: cassette {cassette} "
                 f"is replay-only (record mode {mode!r}), so nothing may reach the network. "
-                f"It came from {who}, not from a client the cassette serves (httpx, httpx2, "
-                "aiohttp): serve the request through one of them, or " + let_through + "."
+                f"It came from {who}, not from a client the cassette serves ({SERVED}): "
+                "serve the request through one of them, or " + let_through + "."
             )
         return (
             f"pytest-toolnexus: {who} opened a connection to {where} that cassette "
             f"{cassette} does not serve, while it records (record mode {mode!r}): the traffic "
             "would not be recorded, and the replay would fail without it. Send the request "
-            "through a client the cassette serves (httpx, httpx2, aiohttp), or "
+            f"through a client the cassette serves ({SERVED}), or "
             + let_through
             + ", or make this a warning with unserved='warn' on the marker "
             "(ini: cassette_unserved = warn)."

@@ -1,27 +1,39 @@
 """Provider views: one shape for what a model answered, whichever provider answered it.
 
 A view reads a recorded (or built) interaction of the OpenAI chat-completions or Responses
-API, Anthropic Messages, Gemini (SSE and JSON-array streams, or one JSON answer) or Ollama
-``/api/chat`` (NDJSON or JSON), streamed or not, and gives the text, the tool calls with their
-``arguments`` as a JSON string, the finish reason, the usage, the model, and the text deltas
-with the time each arrived. The shape and the finish-reason mapping follow ADR 0011: a turn
-with any tool call finishes with ``tool_calls``; otherwise the provider's reason maps onto
-``stop``, ``length`` or ``content_filter``.
+API, Anthropic Messages, Gemini (SSE and JSON-array streams, or one JSON answer), Ollama
+``/api/chat`` (NDJSON or JSON) or Amazon Bedrock's Converse API (``converse``, or
+``converse-stream`` as AWS event stream frames), streamed or not, and gives the text, the
+tool calls with their ``arguments`` as a JSON string, the finish reason, the usage, the
+model, and the text deltas with the time each arrived. The shape and the finish-reason
+mapping follow ADR 0011: a turn with any tool call finishes with ``tool_calls``; otherwise
+the provider's reason maps onto ``stop``, ``length`` or ``content_filter``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
-from ._cassette import Interaction, JsonBody, NdjsonBody, SseBody, TextBody
+from ._cassette import EventStreamBody, Interaction, JsonBody, NdjsonBody, SseBody, TextBody
 
 __all__ = ["Provider", "ProviderView", "ToolCallView", "Usage", "ViewError", "provider_of", "view"]
 
-Provider = Literal["openai", "openai-responses", "anthropic", "gemini", "ollama"]
+Provider = Literal["openai", "openai-responses", "anthropic", "gemini", "ollama", "bedrock"]
+
+_BEDROCK_PATH: Final = re.compile(r"/model/([^/]+)/(?:converse|converse-stream)$")
+_BEDROCK_REASONS: Final = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+    "content_filtered": "content_filter",
+    "guardrail_intervened": "content_filter",
+}
 
 _ANTHROPIC_REASONS: Final = {
     "end_turn": "stop",
@@ -97,6 +109,8 @@ def provider_of(url: str) -> Provider | None:
         return "gemini"
     if path.endswith("/api/chat"):
         return "ollama"
+    if _BEDROCK_PATH.search(path):
+        return "bedrock"
     return None
 
 
@@ -112,7 +126,12 @@ def view(interaction: Interaction) -> ProviderView:
     if provider is None:
         raise ViewError(f"no provider view reads {interaction.request.url}")
     try:
-        return _READERS[provider](_pieces(response.body))
+        answer = _READERS[provider](_pieces(response.body))
+        if provider == "bedrock" and answer.model is None:
+            # Bedrock names the model in the URL, not in the answer.
+            found = _BEDROCK_PATH.search(urlsplit(interaction.request.url).path)
+            answer = replace(answer, model=unquote(found.group(1)) if found else None)
+        return answer
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
         if isinstance(exc, ViewError):
             raise
@@ -139,6 +158,14 @@ def _pieces(body: object) -> Iterator[tuple[float | None, str | None, Any]]:
         for line in body.lines:
             payload = line["value"] if "value" in line else _maybe_json(line.get("text", ""))
             yield float(line.get("t", 0.0)) / 1000, None, payload
+    elif isinstance(body, EventStreamBody):
+        for frame in body.frames:
+            headers = {name: value for name, _, value in frame.get("headers", [])}
+            name = headers.get(":event-type")
+            if headers.get(":message-type") in ("exception", "error"):
+                name = f"exception:{headers.get(':exception-type', headers.get(':error-code'))}"
+            payload = frame["payload"] if "payload" in frame else _maybe_json(frame.get("text", ""))
+            yield float(frame.get("t", 0.0)) / 1000, name, payload
     elif isinstance(body, JsonBody):
         value = body.value
         # Gemini streams without alt=sse as one JSON array of responses.
@@ -400,10 +427,50 @@ def _ollama(pieces: Pieces) -> ProviderView:
     return answer.done({})
 
 
+def _bedrock(pieces: Pieces) -> ProviderView:
+    answer = _Answer("bedrock")
+    blocks: dict[int, dict[str, Any]] = {}
+    for t, name, doc in _maps(pieces):
+        if name is not None and name.startswith("exception:"):
+            raise ViewError(f"the stream carries an error: {name[10:]}: {doc.get('message')}")
+        if name is None:  # converse: one JSON answer
+            message = (doc.get("output") or {}).get("message") or {}
+            for block in message.get("content") or []:
+                if "text" in block:
+                    answer.say(None, block["text"])
+                elif "toolUse" in block:
+                    use = block["toolUse"]
+                    answer.call(use.get("toolUseId"), use.get("name"), use.get("input", {}))
+            answer.raw = doc.get("stopReason")
+        else:
+            answer.streamed = True
+        if name == "contentBlockStart":
+            use = (doc.get("start") or {}).get("toolUse")
+            if use:
+                blocks[doc.get("contentBlockIndex", 0)] = {**use, "args": ""}
+        elif name == "contentBlockDelta":
+            delta = doc.get("delta") or {}
+            if "text" in delta:
+                answer.say(t, delta["text"])
+            elif "toolUse" in delta:
+                blocks[doc.get("contentBlockIndex", 0)]["args"] += delta["toolUse"].get("input", "")
+        elif name == "messageStop":
+            answer.raw = doc.get("stopReason")
+        usage = doc.get("usage") if name in (None, "metadata") else None
+        if usage:
+            answer.usage = _usage(
+                usage.get("inputTokens"), usage.get("outputTokens"), usage.get("totalTokens")
+            )
+    for _, block in sorted(blocks.items()):
+        answer.call(block.get("toolUseId"), block.get("name"), block["args"] or "{}")
+    return answer.done(_BEDROCK_REASONS)
+
+
 _READERS: Final = {
     "openai": _openai,
     "openai-responses": _responses,
     "anthropic": _anthropic,
     "gemini": _gemini,
     "ollama": _ollama,
+    "bedrock": _bedrock,
 }

@@ -183,8 +183,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "cassette(name=None, *, record=, timing=, speed=, ignore_body=, match_headers=, "
         "match_on=, ignore_query=, ignore_headers=, allow_repeats=, allow_hosts=, unused=, "
         "meta=, faults=, allow_secrets=, wire_check=, record_on_error=, max_age=, "
-        "on_expired=, unserved=): serve this test's HTTP traffic (httpx, httpx2, aiohttp) from a "
-        "pytest-toolnexus cassette",
+        "on_expired=, unserved=): serve this test's HTTP traffic (httpx, httpx2, aiohttp, urllib3, "
+        "requests, botocore) from a pytest-toolnexus cassette",
     )
     register_vcr_marker(config)
     config.stash[_STATS] = _Stats()

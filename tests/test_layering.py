@@ -22,6 +22,7 @@ STORE = (
     "_store*",
     "_format*",
     "_streams",
+    "_eventstream",
     "_redact",
     "_secrets",
     "_sniff",

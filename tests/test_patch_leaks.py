@@ -26,10 +26,13 @@ import time
 import aiohttp
 import httpx
 import httpx2
+import urllib3.connectionpool
 
 def current():
     return {
         "aiohttp.ClientSession._request": aiohttp.ClientSession.__dict__["_request"],
+        "urllib3.HTTPConnectionPool._make_request":
+            urllib3.connectionpool.HTTPConnectionPool.__dict__["_make_request"],
         "httpx.Client._transport_for_url": httpx.Client.__dict__["_transport_for_url"],
         "httpx2.AsyncClient._transport_for_url":
             httpx2.AsyncClient.__dict__["_transport_for_url"],

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from pytest_toolnexus import TransportRequest, load_cassette, use_cassette
-from pytest_toolnexus._redact import ACCOUNT_KEYS, CREDENTIAL_HEADERS, REDACTED
+from pytest_toolnexus._redact import ACCOUNT_KEYS, CREDENTIAL_HEADERS, REDACTED, redact_url
 from tests.support.servers import (
     LoopbackServer,
     write_chunk,
@@ -317,3 +317,22 @@ def test_a_redacted_cassette_still_matches_the_live_request(path, server, route,
 
 def test_account_key_list_is_the_adr_0027_list():
     assert frozenset({"user_id", "account_id", "organization", "org_id"}) == ACCOUNT_KEYS
+
+
+def test_a_presigned_aws_url_keeps_neither_its_signature_nor_its_token():
+    url = (
+        "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse?"
+        "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20261201"
+        "%2Fus-east-1%2Fbedrock%2Faws4_request&X-Amz-Date=20261201T120000Z"
+        "&X-Amz-Security-Token=FwoGZXIvYXdzEFAKE&X-Amz-Signature=5fe840b2991f9c64"
+    )
+
+    stored = dict(parse_qsl(urlsplit(redact_url(url)).query))
+
+    assert stored == {
+        "X-Amz-Algorithm": "AWS4-HMAC-SHA256",
+        "X-Amz-Credential": REDACTED,
+        "X-Amz-Date": "20261201T120000Z",
+        "X-Amz-Security-Token": REDACTED,
+        "X-Amz-Signature": REDACTED,
+    }

@@ -417,6 +417,20 @@ def test_a_request_declares_its_content_as_bytes():
         pytest.param(
             "http://test/v1beta/models/g:generateContent", {}, {}, False, id="gemini-whole"
         ),
+        pytest.param(
+            "http://test/model/m%3A0/converse-stream", {}, {}, True, id="bedrock-converse-stream"
+        ),
+        pytest.param(
+            "http://test/model/m/invoke-with-response-stream", {}, {}, True, id="bedrock-invoke"
+        ),
+        pytest.param("http://test/model/m%3A0/converse", {}, {}, False, id="bedrock-converse"),
+        pytest.param(
+            URL,
+            {"accept": "application/vnd.amazon.eventstream"},
+            None,
+            True,
+            id="accept-eventstream",
+        ),
     ],
 )
 def test_wants_stream_reads_the_request(url, headers, body, expected):

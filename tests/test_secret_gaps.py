@@ -194,7 +194,9 @@ def test_names_that_only_contain_the_words_are_not_credentials(name):
 @settings(max_examples=scaled(200), deadline=None)
 @given(
     user=st.text(st.characters(categories=["L", "N"]), min_size=1, max_size=10),
-    password=st.text(st.characters(categories=["L", "N"], include_characters="-_.~"), min_size=1),
+    password=st.text(
+        st.characters(categories=["L", "N"], include_characters="-_.~"), min_size=1
+    ).filter(lambda p: p != "REDACTED"),  # the mask itself is not a password it could leak
     query=st.sampled_from(["", "?a=1", "?key=zz&a=1"]),
 )
 @counted("URL passwords")

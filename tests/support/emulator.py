@@ -2,8 +2,9 @@
 
 A real HTTP/1.1 server (standard library only) bound to ``127.0.0.1`` on an ephemeral
 port, run in a background thread by the test that uses it.  It speaks enough of the
-OpenAI (Chat Completions and Responses), Anthropic (Messages) and Ollama (``/api/chat``)
-wire formats for the unmodified official Python SDKs to work against it::
+OpenAI (Chat Completions and Responses), Anthropic (Messages), Ollama (``/api/chat``), Gemini
+and Amazon Bedrock Converse (:mod:`tests.support.bedrock`) wire formats for the unmodified
+official Python SDKs to work against it::
 
     with Emulator() as emu:
         client = openai.OpenAI(api_key="k", base_url=emu.base_url + "/v1", max_retries=0)
@@ -470,6 +471,8 @@ def error_payload(path: str, status: int, message: str | None = None) -> dict[st
         return {"type": "error", "error": {"type": kind, "message": text}}
     if path.startswith("/api/"):
         return {"error": text}
+    if path.startswith("/model/"):
+        return {"message": text}  # Bedrock: the error type is in x-amzn-ErrorType
     default = ("server_error", None) if status >= 500 else ("invalid_request_error", None)
     kind, code = _OPENAI_ERRORS.get(status, default)
     return {"error": {"message": text, "type": kind, "param": None, "code": code}}
@@ -892,10 +895,21 @@ _PROVIDERS: Final = {
 }
 
 
+_BEDROCK_PATH: Final = re.compile(r"^/model/([^/]+)/(converse|converse-stream)$")
+
+
 def _provider(path: str) -> Any:
     """The reply builder for ``path``, or None for a path the emulator does not serve."""
     if path in _PROVIDERS:
         return _PROVIDERS[path]
+    bedrock = _BEDROCK_PATH.match(path)
+    if bedrock is not None:
+        from tests.support.bedrock import converse
+
+        def bedrock_converse(body: Mapping[str, Any], config: EmulatorConfig) -> _Plan:
+            return converse(body, config, bedrock.group(2) == "converse-stream")
+
+        return bedrock_converse
     found = _GEMINI_PATH.match(path)
     if found is None:
         return None
