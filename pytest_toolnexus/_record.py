@@ -210,7 +210,11 @@ class BodyRecorder:
                 return self._raw_body()
             return SseBody(self._events, rest)
         if self._ndjson is not None:
-            return NdjsonBody(self._events, self._ndjson.finish())
+            rest = self._ndjson.finish()
+            if self._ndjson.lossy:
+                # Bytes that are not UTF-8 would become U+FFFD in lines: keep the bytes.
+                return self._raw_body()
+            return NdjsonBody(self._events, rest)
         if self._frames is not None:
             if self._broken:
                 return ChunksBody([{"t": round(t, 3), "data": chunk} for t, chunk in self._raw])

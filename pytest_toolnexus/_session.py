@@ -844,7 +844,7 @@ class CassetteSession:
             f"{listing}{more}. The code under test sent fewer requests than were recorded."
         )
         if self._on_unused == "error":
-            raise CassetteMissError(message)
+            raise CassetteMissError(message, path=str(self.path))
         warnings.warn(UnusedInteractionsWarning(message), stacklevel=3)
 
     def __enter__(self) -> CassetteSession:

@@ -200,15 +200,28 @@ class NdjsonSplitter:
 
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._strict = codecs.getincrementaldecoder("utf-8")("strict")
         self._buffer = ""
+        self.lossy = False
+        """Whether the stream held bytes that are not UTF-8 (each became U+FFFD in lines)."""
 
     def feed(self, chunk: bytes) -> list[str]:
+        if not self.lossy:
+            try:
+                self._strict.decode(chunk)
+            except UnicodeDecodeError:
+                self.lossy = True
         self._buffer += self._decoder.decode(chunk)
         *lines, self._buffer = self._buffer.split("\n")
         return [line.removesuffix("\r") for line in lines]
 
     def finish(self) -> str:
         """Text after the last newline, or ``""``."""
+        if not self.lossy:
+            try:
+                self._strict.decode(b"", final=True)
+            except UnicodeDecodeError:
+                self.lossy = True
         tail = self._buffer + self._decoder.decode(b"", final=True)
         self._buffer = ""
         return tail

@@ -157,6 +157,30 @@ def test_sse_bytes_that_are_not_utf8_replay_byte_for_byte(tmp_path, bad, at):
     assert isinstance(interaction.response.body, ChunksBody)
 
 
+@PROPERTY
+@given(
+    bad=st.binary(min_size=1, max_size=4).filter(lambda b: not _utf8(b)),
+    at=st.integers(0, 2),
+)
+@counted("NDJSON bytes that are not UTF-8")
+def test_ndjson_bytes_that_are_not_utf8_replay_byte_for_byte(tmp_path, bad, at):
+    lines = [b'{"n": 1}\n', b'{"n": 2}\n', b'{"done": true}\n']
+    lines[at] = lines[at][:3] + bad + lines[at][3:]
+
+    def read(client, url):
+        with client.stream("POST", url, json=STREAM) as response:
+            return b"".join(response.iter_bytes())
+
+    ndjson = [("Content-Type", "application/x-ndjson")]
+    live, again, path = record_and_replay(
+        tmp_path, Drip(lines, interval=0.001, headers=ndjson), read
+    )
+
+    assert live == again == b"".join(lines)
+    [interaction] = load_cassette(path).interactions
+    assert isinstance(interaction.response.body, ChunksBody)
+
+
 def _utf8(data):
     try:
         data.decode("utf-8")
