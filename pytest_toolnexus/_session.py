@@ -284,6 +284,7 @@ class CassetteSession:
         self._uninstall: Callable[[], None] | None = None
         self._sleeps: list[Sleep] = []
         self._t0 = self.clock.now()
+        self._elapsed0 = self.clock.elapsed if isinstance(self.clock, VirtualClock) else 0.0
         if self._may_record:
             self._meta.setdefault("clock_epoch", round(real_wall(), 3))
 
@@ -344,6 +345,9 @@ class CassetteSession:
     @property
     def elapsed(self) -> float:
         """Seconds on the session's clock since it started (virtual seconds when virtual)."""
+        if isinstance(self.clock, VirtualClock):
+            # Exact: a sum of the waits, not a difference of two large readings.
+            return self.clock.elapsed - self._elapsed0
         return self.clock.now() - self._t0
 
     @property

@@ -587,3 +587,23 @@ def test_a_travel_left_running_inside_the_clock_does_not_keep_the_clock_alive():
         leaked.stop()
     assert not time_machine.escape_hatch.is_travelling()
     assert abs(time.time() - EPOCH) > 1e7
+
+
+@pytest.mark.parametrize("base", [0.0, 1.0, 12345.678901, 987654.321, 2.0**40 + 0.5])
+@pytest.mark.parametrize("waits", [[5], [0.1, 0.2], [2.5, 30, 1e-3], [0.3] * 10])
+def test_a_sessions_elapsed_is_the_exact_sum_of_its_virtual_waits(tmp_path, base, waits):
+    # A difference of two large monotonic readings is not exact in floating point
+    # ((b + 5) - b != 5 for many b); the session's elapsed must be.
+    from pytest_toolnexus import CassetteSession, build
+
+    path = tmp_path / "c.msgpack"
+    build.build_cassette(path, [])
+    clock = VirtualClock(epoch=1.7e9)
+    clock._base = base  # where the real monotonic clock happened to be
+    session = CassetteSession(path, clock=clock)
+    total = 0.0
+    for seconds in waits:
+        clock.sleep(seconds)
+        total += seconds
+    assert session.elapsed == total
+    session.close()
