@@ -55,7 +55,8 @@ _armed = False
 
 
 def _is_loopback(host: str) -> bool:
-    if host.lower() in _LOOPBACK_NAMES:
+    # A fully qualified name may end in a dot (``localhost.``); it names the same host.
+    if host.lower().rstrip(".") in _LOOPBACK_NAMES:
         return True
     try:
         return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback

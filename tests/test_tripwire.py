@@ -266,6 +266,22 @@ def test_loopback_is_blocked_unless_allowed(server, armed):
     assert len(server.requests) == 1
 
 
+@pytest.mark.parametrize("name", ["localhost", "localhost.", "LOCALHOST."])
+def test_a_loopback_name_with_or_without_its_final_dot_is_loopback(armed, name):
+    disarm = armed()
+    with pytest.raises(NetworkBlockedError):
+        socket.getaddrinfo(name, 80)  # loopback is blocked unless allowed
+    disarm()
+
+    armed(allow_loopback=True)
+    try:
+        socket.getaddrinfo(name, 80)
+    except NetworkBlockedError:
+        pytest.fail(f"{name!r} is loopback, and loopback is allowed")
+    except socket.gaierror:
+        pass  # let through: whether this machine's resolver knows the dotted form is its own
+
+
 def test_allow_hosts_accepts_a_hostname(server, armed):
     armed(allow_hosts=["localhost"])
 
