@@ -44,11 +44,12 @@ import pytest
 
 @pytest.mark.cassette
 def test_it(probe):
-    client = openai.OpenAI(base_url=os.environ["EMULATOR_URL"] + "/v1", api_key="sk-test",
-                           max_retries=3)
-    client.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": os.environ["TEXT"]}]
-    )
+    with openai.OpenAI(
+        base_url=os.environ["EMULATOR_URL"] + "/v1", api_key="sk-test", max_retries=3
+    ) as client:
+        client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": os.environ["TEXT"]}]
+        )
 """,
     "openai_async": """
 import os
@@ -58,13 +59,16 @@ import pytest
 @pytest.mark.anyio
 @pytest.mark.cassette
 async def test_it(probe):
-    client = openai.AsyncOpenAI(base_url=os.environ["EMULATOR_URL"] + "/v1", api_key="sk-test",
-                                max_retries=3)
-    stream = await client.chat.completions.create(
-        model="m", stream=True, messages=[{"role": "user", "content": os.environ["TEXT"]}]
-    )
-    async for _ in stream:
-        pass
+    # Closed in the test's own loop: a client left to the garbage collector closes its
+    # connections in whatever loop runs then, or in none.
+    async with openai.AsyncOpenAI(
+        base_url=os.environ["EMULATOR_URL"] + "/v1", api_key="sk-test", max_retries=3
+    ) as client:
+        stream = await client.chat.completions.create(
+            model="m", stream=True, messages=[{"role": "user", "content": os.environ["TEXT"]}]
+        )
+        async for _ in stream:
+            pass
 """,
     "anthropic_sync": """
 import os
@@ -73,9 +77,9 @@ import pytest
 
 @pytest.mark.cassette
 def test_it(probe):
-    client = anthropic.Anthropic(base_url=os.environ["EMULATOR_URL"], api_key="sk-ant-test",
-                                 max_retries=3)
-    with client.messages.stream(
+    with anthropic.Anthropic(
+        base_url=os.environ["EMULATOR_URL"], api_key="sk-ant-test", max_retries=3
+    ) as client, client.messages.stream(
         model="m", max_tokens=64, messages=[{"role": "user", "content": os.environ["TEXT"]}]
     ) as stream:
         stream.until_done()
@@ -88,11 +92,12 @@ import pytest
 @pytest.mark.anyio
 @pytest.mark.cassette
 async def test_it(probe):
-    client = anthropic.AsyncAnthropic(base_url=os.environ["EMULATOR_URL"],
-                                      api_key="sk-ant-test", max_retries=3)
-    await client.messages.create(
-        model="m", max_tokens=64, messages=[{"role": "user", "content": os.environ["TEXT"]}]
-    )
+    async with anthropic.AsyncAnthropic(
+        base_url=os.environ["EMULATOR_URL"], api_key="sk-ant-test", max_retries=3
+    ) as client:
+        await client.messages.create(
+            model="m", max_tokens=64, messages=[{"role": "user", "content": os.environ["TEXT"]}]
+        )
 """,
 }
 
