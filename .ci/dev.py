@@ -4,6 +4,7 @@
     python3 .ci/dev.py test    # lint, type-check and the full test suite
     python3 .ci/dev.py bench   # the benchmarks, printed as tables
     python3 .ci/dev.py stress  # the test job 5 times in a row, 2 CPU-bound processes running
+                               # (stress 2: twice; later arguments go to pytest)
     python3 .ci/dev.py fuzz    # the fuzzers and properties at 20x their suite size, with a
                                # table of cases tried and failures per class (fuzz 50: 50x)
 
@@ -191,7 +192,8 @@ def main(argv: list[str]) -> None:
         _run(vcr_python, "-m", "pytest", "-c", "tests/coexistence/pytest.ini", "tests/coexistence")
         _run(PY, "-m", "pytest", "-n", "2", "tests", "examples", *rest)
     elif job == "stress":
-        stress(5, rest)
+        runs = int(rest.pop(0)) if rest and rest[0].isdigit() else 5
+        stress(runs, rest)
     elif job == "fuzz":
         fuzz(rest)
     elif job == "bench":

@@ -15,6 +15,22 @@ pytest_plugins = ["pytester", "tests.support.plugin_projects"]
 
 
 @pytest.fixture(autouse=True)
+def _tests_start_outside_ci():
+    """Each test starts as if on a developer's machine: CI unset.
+
+    The plugin turns recording off where CI is set, and CI runners set it. Tests that record
+    through a pytester project would otherwise pass on a laptop and fail in CI. Tests of the CI
+    rule set the variable themselves.
+
+    A patcher of its own, not the ``monkeypatch`` fixture: requesting that here would set it up
+    before every test's own fixtures, and so undo the test's patches after their teardown.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("CI", raising=False)
+        yield
+
+
+@pytest.fixture(autouse=True)
 def _pytester_projects_set_the_asyncio_loop_scope(request):
     """pytest-asyncio warns in every pytester project that leaves this option unset.
 
