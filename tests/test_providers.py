@@ -11,6 +11,7 @@ from pathlib import Path
 
 import anthropic
 import httpx2
+import ollama
 import openai
 import pytest
 
@@ -421,3 +422,20 @@ def test_check_reports_in_stream_errors_as_information_not_failures(tmp_path, ca
     ) in out
     with pytest.raises(ViewError, match="carries an error"):
         view(anthropic_error)  # the view still says it is no answer to read
+
+
+def test_an_error_event_in_an_ollama_stream_is_an_ndjson_line_the_sdk_raises(tmp_path):
+    path = save(tmp_path, build.ollama_chat("one two three four"))
+    with replay(path, [faults.error_event(after_event=2, message="model crashed")]) as cassette:
+        client = ollama.Client(host="http://localhost:11434", transport=cassette.http_transport())
+        parts = []
+
+        def read_all():
+            for part in client.chat(model="llama3.2", messages=MESSAGES, stream=True):
+                parts.append(part.message.content)
+
+        with pytest.raises(ollama.ResponseError) as caught:
+            read_all()
+
+    assert caught.value.error == "model crashed"
+    assert parts == ["one ", "two "]
