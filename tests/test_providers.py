@@ -25,9 +25,10 @@ from pytest_toolnexus import (
     faults,
     use_cassette,
 )
+from pytest_toolnexus._bodies import wants_stream
 from pytest_toolnexus._cassette import AnyBody, JsonBody, SseBody
 from pytest_toolnexus._cli import main
-from pytest_toolnexus.providers import provider_of
+from pytest_toolnexus.providers import ends_stream, provider_of
 from pytest_toolnexus.views import ViewError, view
 
 DATA = Path(__file__).resolve().parent / "data" / "providers"
@@ -439,3 +440,37 @@ def test_an_error_event_in_an_ollama_stream_is_an_ndjson_line_the_sdk_raises(tmp
 
     assert caught.value.error == "model crashed"
     assert parts == ["one ", "two "]
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        (f"{build.GEMINI_BASE}/m:streamGenerateContent", True),
+        (f"{build.GEMINI_BASE}/m:generateContent?alt=sse", True),
+        ("https://bedrock-runtime.us-east-1.amazonaws.com/model/m/converse-stream", True),
+        ("https://api.openai.com/v1/responses/resp_1?stream=true", True),
+        ("https://api.openai.com/v1/responses/resp_1", False),
+        ("https://vertex.test/v1/x/publishers/anthropic/models/c:streamRawPredict", True),
+        ("https://api.openai.com/v1/chat/completions#:streamGenerateContent", False),
+    ],
+)
+def test_a_url_asks_for_a_stream_in_its_dialects_way(url, expected):
+    assert wants_stream(url, Headers(), {"model": "m"}) is expected
+
+
+@pytest.mark.parametrize(
+    ("event", "payload", "expected"),
+    [
+        (None, "[DONE]", True),
+        ("message_stop", {"type": "message_stop"}, True),
+        (None, {"type": "message_stop"}, True),
+        ("response.completed", {"type": "response.completed"}, True),
+        (None, {"type": "response.failed"}, True),
+        (None, {"done": True, "model": "llama3.2"}, True),
+        (None, {"done": False}, False),
+        ("content_block_stop", {"type": "content_block_stop"}, False),
+        (None, "[DONE] and more", False),
+    ],
+)
+def test_the_end_of_stream_markers_of_every_dialect(event, payload, expected):
+    assert ends_stream(event, payload) is expected
