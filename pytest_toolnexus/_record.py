@@ -48,6 +48,7 @@ from ._seam import (
     call,
 )
 from ._streams import NdjsonSplitter, SseParser, parse_json_text, storable
+from .providers import ends_stream
 
 __all__ = [
     "AsyncRecordingTransport",
@@ -60,7 +61,6 @@ __all__ = [
 Observer = Callable[[int, float], None]
 """Told ``(piece_number, real_monotonic_time)`` as each stored piece of a body completes."""
 
-_END_EVENTS: Final = frozenset({"message_stop", "response.completed", "response.done"})
 _NDJSON_TYPES: Final = ("application/x-ndjson", "application/jsonl", "application/json-seq")
 _EVENTSTREAM_TYPE: Final = "application/vnd.amazon.eventstream"
 
@@ -172,20 +172,19 @@ class BodyRecorder:
         return len(self._events) - before
 
     def reached_end_marker(self) -> bool:
-        """Whether the last piece so far is a provider's end-of-stream marker: ``[DONE]``
-        (OpenAI), ``message_stop`` (Anthropic), ``response.completed`` (OpenAI Responses), or
-        an NDJSON line with ``done: true`` (Ollama). A client that closes the body right there
+        """Whether the last piece so far is a provider dialect's end-of-stream marker (the
+        provider layer's ``ends_stream``: ``[DONE]``, ``message_stop``, ``response.completed``,
+        an NDJSON line with ``done: true``, ...). A client that closes the body right there
         has read all of it, even though the server had not closed it yet."""
         if not self._events:
             return False
         last = self._events[-1]
         if self._sse is not None:
-            data = last.get("data")
-            name = last.get("event") or (data.get("type") if isinstance(data, dict) else None)
-            return last.get("text") == "[DONE]" or name in _END_EVENTS
+            name = last.get("event")
+            payload = last["data"] if "data" in last else last.get("text")
+            return ends_stream(name if isinstance(name, str) else None, payload)
         if self._ndjson is not None:
-            value = last.get("value")
-            return isinstance(value, dict) and value.get("done") is True
+            return ends_stream(None, last.get("value"))
         return False
 
     def _raw_body(self) -> ChunksBody:

@@ -45,8 +45,11 @@ PLUGIN = ("plugin", "_plugin*", "_hookspecs", "_settings", "_patch*", "conforman
 
 # Lowest first. A module belongs to the first pattern it matches.
 LAYERS: list[tuple[str, ...]] = [
-    # 0: leaves
-    ("_version", "_errors", "_headers", "_cfunc", "_provenance", "_mask", "_served"),
+    # 0: leaves, and the provider layer (one module per wire dialect): it imports nothing of
+    # the package, knowing nothing of transports or cassettes, so that the seam's body rules
+    # (a URL that asks for a stream) may ask it, as the recorder, faults, views, builder and
+    # check above do
+    ("_version", "_errors", "_headers", "_cfunc", "_provenance", "_mask", "_served", "providers*"),
     # 1: the seam
     ("_cancel", "_seam", "_bodies", "_codings"),
     # 2: httpx and httpx2 adapters, and the bridges for other HTTP libraries (aiohttp, ...)
