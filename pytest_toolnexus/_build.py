@@ -714,13 +714,21 @@ def error(
 
 
 def build_cassette(
-    path: str | Path, interactions: Iterable[Interaction], meta: Mapping[str, Any] | None = None
+    path: str | Path,
+    interactions: Iterable[Interaction],
+    meta: Mapping[str, Any] | None = None,
+    *,
+    allow_secrets: Iterable[str] = (),
 ) -> Cassette:
-    """Write ``interactions`` as a cassette at ``path`` (marked as built, not recorded)."""
+    """Write ``interactions`` as a cassette at ``path`` (marked as built, not recorded).
+
+    The write is :meth:`Cassette.save`'s: the file is redacted and scanned like a recording,
+    and a secret-shaped value raises :class:`SecretFoundError` unless ``allow_secrets`` lists
+    it as a known fake."""
     cassette = Cassette(
         Path(path),
         list(interactions),
         {"source": "built with pytest_toolnexus.build, not recorded", **(meta or {})},
     )
-    cassette.save()
+    cassette.save(allow_secrets=allow_secrets)
     return cassette

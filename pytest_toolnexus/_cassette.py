@@ -12,7 +12,7 @@ import json
 import os
 import reprlib
 import secrets
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Final, TypeAlias
@@ -649,7 +649,8 @@ class Cassette:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def to_bytes(self) -> bytes:
-        """The file's bytes. The same cassette always encodes to the same bytes."""
+        """This cassette encoded as it is, neither redacted nor scanned (:meth:`save` does
+        both before it writes). The same cassette always encodes to the same bytes."""
         doc = {
             "format": FORMAT,
             "version": VERSION,
@@ -684,9 +685,25 @@ class Cassette:
                     path=str(self.path),
                 ) from exc
 
-    def save(self) -> None:
-        """Write atomically: a temp file beside the target, fsync, then ``os.replace``."""
-        write_atomic(self.path, self.to_bytes())
+    def save(self, *, allow_secrets: Iterable[str] = (), unsafe_verbatim: bool = False) -> None:
+        """Redact, scan for secrets, then write atomically (a temp file beside the target,
+        fsync, then ``os.replace``).
+
+        Credential headers and query values become ``REDACTED`` and account-identifier keys are
+        masked in what is written (this object is left as it is). A string that still looks
+        like a secret raises :class:`SecretFoundError` naming where it sits, and nothing is
+        written; ``allow_secrets`` lists exact values that are known fakes.
+        ``unsafe_verbatim=True`` writes the interactions exactly as they are, neither redacted
+        nor scanned: for a fixture that must hold a secret on purpose, never for a recording.
+        """
+        if unsafe_verbatim:
+            data = self.to_bytes()
+        else:
+            # Imported here: the gate reads the body types this module defines.
+            from ._store_safe import safe_bytes
+
+            data = safe_bytes(self, allow_secrets=allow_secrets)
+        write_atomic(self.path, data)
 
     @classmethod
     def from_bytes(cls, data: bytes, path: Path) -> Cassette:
