@@ -942,7 +942,7 @@ def _masked_body(body: Body, *, in_text: bool = True) -> Body:
     byte for byte, so they are left as they are."""
     if isinstance(body, JsonBody):
         value = mask_keys(body.value)
-        return body if value is body.value else JsonBody(value)
+        return body if value is body.value else JsonBody(value, body.times)
     if isinstance(body, TextBody) and in_text:
         text = _masked_text(body.text)
         return body if text is body.text else TextBody(text)

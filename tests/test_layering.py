@@ -22,6 +22,7 @@ STORE = (
     "_store*",
     "_format*",
     "_streams",
+    "_json_array",
     "_eventstream",
     "_redact",
     "_secrets",
@@ -48,7 +49,7 @@ LAYERS: list[tuple[str, ...]] = [
     # 0: leaves
     ("_version", "_errors", "_headers", "_cfunc", "_provenance", "_mask", "_served"),
     # 1: the seam
-    ("_cancel", "_seam", "_bodies", "_codings"),
+    ("_cancel", "_seam", "_bodies", "_codings", "_stream_kind"),
     # 2: httpx and httpx2 adapters, and the bridges for other HTTP libraries (aiohttp, ...)
     ("_compat", "_live", "_bridge", "_bridge_*"),
     # 3: the store
