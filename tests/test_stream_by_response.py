@@ -14,6 +14,7 @@ import json
 import time
 
 import httpx
+import httpx_sse
 
 from pytest_toolnexus import load_cassette, use_cassette
 from pytest_toolnexus._cassette import ChunksBody, JsonBody, NdjsonBody, SseBody, TextBody
@@ -188,3 +189,39 @@ def test_plain_text_of_a_known_length_is_stored_whole(tmp_path):
     assert b"".join(read) == text
     (interaction,) = load_cassette(cassette).interactions
     assert interaction.response.body == TextBody(text.decode())
+
+
+def test_httpx_sse_connect_sse_is_recorded_and_replayed_with_its_timing(tmp_path):
+    drip = Drip(SSE, interval=GAP)
+    cassette = tmp_path / "sse.msgpack"
+
+    def read(url):
+        events, arrivals = [], []
+        with httpx.Client(timeout=10) as client:
+            start = time.monotonic()
+            with httpx_sse.connect_sse(client, "GET", url) as source:
+                for event in source.iter_sse():
+                    arrivals.append(time.monotonic() - start)
+                    events.append(event.json())
+        return events, arrivals
+
+    with LoopbackServer(drip) as server:
+        url = server.url("/sse")
+        with recording(cassette):
+            before = wall()
+            live, _ = read(url)
+            arrived = wall()
+        received_at = server.requests[0].received_at
+    with use_cassette(cassette) as session:  # replay only: the virtual clock, no network
+        undo = patch_http_clients(session)
+        try:
+            replayed, arrivals = read(url)
+        finally:
+            undo()
+
+    assert live == replayed == [{"n": n} for n in range(5)]
+    (interaction,) = load_cassette(cassette).interactions
+    body = interaction.response.body
+    assert isinstance(body, SseBody)
+    stamps = [event["t"] for event in body.events]
+    _assert_timed(stamps, drip, (before, received_at, arrived), arrivals)
