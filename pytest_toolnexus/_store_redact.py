@@ -65,7 +65,7 @@ def masked_body(body: Body, *, in_text: bool = True) -> Body:
     match live requests byte for byte, so they are left as they are."""
     if isinstance(body, JsonBody):
         value = deep_mask_keys(body.value)
-        return body if value is body.value else JsonBody(value)
+        return body if value is body.value else JsonBody(value, body.times)
     if isinstance(body, TextBody) and in_text:
         text = _masked_text(body.text)
         return body if text is body.text else TextBody(text)

@@ -121,10 +121,12 @@ def _pieces(body: object) -> Iterator[Piece]:
             yield _seconds(frame.get("t")), name, payload
     elif isinstance(body, JsonBody):
         value = body.value
-        # Gemini streams without alt=sse as one JSON array of responses.
+        # Gemini streams without alt=sse as one JSON array of responses, each element with
+        # its arrival time when it came element by element.
         if isinstance(value, list):
-            for item in value:
-                yield None, None, item
+            times = body.times or [None] * len(value)
+            for t, item in zip(times, value, strict=True):
+                yield None if t is None else t / 1000, None, item
         else:
             yield None, None, value
     elif isinstance(body, TextBody):

@@ -23,6 +23,7 @@ STORE = (
     "_store*",
     "_format*",
     "_streams",
+    "_json_array",
     "_eventstream",
     "_redact",
     "_secrets",
@@ -52,7 +53,7 @@ LAYERS: list[tuple[str, ...]] = [
     # check above do
     ("_version", "_errors", "_headers", "_cfunc", "_provenance", "_mask", "_served", "providers*"),
     # 1: the seam
-    ("_cancel", "_seam", "_bodies", "_codings"),
+    ("_cancel", "_seam", "_bodies", "_codings", "_stream_kind"),
     # 2: httpx and httpx2 adapters, and the bridges for other HTTP libraries (aiohttp, ...)
     ("_compat", "_live", "_bridge", "_bridge_*"),
     # 3: the store
