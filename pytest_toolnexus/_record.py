@@ -63,7 +63,6 @@ Observer = Callable[[int, float], None]
 """Told ``(piece_number, real_monotonic_time)`` as each stored piece of a body completes."""
 
 
-
 def fixed_body(headers: Headers, body: JSONValue | bytes) -> Body:
     """The stored form of a body that arrived whole."""
     if not isinstance(body, bytes):
