@@ -35,6 +35,7 @@ from ._errors import (
     WireCheckError,
 )
 from ._faults import Fault, FaultSet, shape_all
+from ._install import Installation, SessionClosedError, State
 from ._live import AsyncLiveTransport, LiveTransport
 from ._match import Index, Matcher, MatchRules
 from ._miss import miss_error, missing_error, missing_message
@@ -210,7 +211,7 @@ class CassetteSession:
         self._recorders: list[RecordingTransport | AsyncRecordingTransport] = []
         self._recorded: dict[int, Interaction] = {}
         self._sequence = 0
-        self._closed = False
+        self._state = State.CREATED
         self.requests: list[SentRequest] = []
         self.existed = self.path.exists()
         loaded: list[Interaction] = []
@@ -257,7 +258,8 @@ class CassetteSession:
         self.timing: TimingMode = timing
         self.clock: Clock = clock if clock is not None else self._make_clock(timing, speed, loaded)
         self._clock_modules = tuple(clock_modules)
-        self._uninstall: Callable[[], None] | None = None
+        self._uninstall: Callable[[], object] | None = None
+        self._installation: Installation | None = None  # the one this session opened itself
         self._sleeps: list[Sleep] = []
         self._t0 = self.clock.now()
         self._elapsed0 = self.clock.elapsed if isinstance(self.clock, VirtualClock) else 0.0
@@ -294,29 +296,64 @@ class CassetteSession:
 
     # -- the clock ------------------------------------------------------------------------
 
-    def start(self) -> CassetteSession:
+    @property
+    def state(self) -> State:
+        """``State.CREATED`` until :meth:`start`, ``State.OPEN`` while started, then
+        ``State.CLOSED`` for good once :meth:`close` (or :meth:`aclose`) ran."""
+        return self._state
+
+    def start(self, installation: Installation | None = None) -> CassetteSession:
         """Install the virtual clock (or, with other clocks, a watch on sleeps).
 
-        ``with`` and the pytest plugin call this for you. Starting a started session does
-        nothing; starting a closed one raises, since a session serves one block (one test).
+        ``with`` and the pytest plugin call this for you. The clock goes into
+        ``installation`` when one is given (the plugin's, which also holds its http patches
+        and network tripwire, and takes them all off together), else into one this session
+        opens and :meth:`close` closes; either way one cassette at a time can be installed in
+        a process (:class:`~._install.AlreadyInstalledError` names both). Starting a started
+        session does nothing; starting a closed one raises :class:`SessionClosedError`,
+        since a session serves one block (one test).
         """
-        if self._closed:
-            raise RuntimeError(
+        if self._state is State.CLOSED:
+            raise SessionClosedError(
                 f"the cassette session for {self.path} is closed and cannot be started again: "
                 "a session serves one block (one test). Open a new one with "
                 "use_cassette(...) or CassetteSession(...)."
             )
-        if self._uninstall is None:
+        if self._state is State.OPEN:
+            return self
+        own: Installation | None = None
+        if installation is None:
+            own = installation = Installation(self._owner()).open()
+        try:
             if isinstance(self.clock, VirtualClock):
-                self._uninstall = install_clock(self.clock, self._clock_modules)
+                self._uninstall = installation.add(install_clock, self.clock, self._clock_modules)
             else:
-                self._uninstall = observe_sleeps(self._sleeps, self._t0)
+                self._uninstall = installation.add(observe_sleeps, self._sleeps, self._t0)
+        except BaseException:
+            if own is not None:
+                own.close()
+            raise
+        self._installation = own
+        self._state = State.OPEN
         return self
 
-    def _stop_clock(self) -> None:
-        if self._uninstall is not None:
-            self._uninstall()
-            self._uninstall = None
+    def _owner(self) -> str:
+        """How the error of a second installation names this session."""
+        during = os.environ.get("PYTEST_CURRENT_TEST")
+        return f"the cassette {self.path}" + (f" (started in {during})" if during else "")
+
+    def _uninstall_all(self) -> None:
+        """Take off what :meth:`start` installed: the clock (its undo is safe to call twice,
+        so an installation of the plugin's that took it off already is no matter), then the
+        installation this session opened, if it opened one."""
+        uninstall, self._uninstall = self._uninstall, None
+        own, self._installation = self._installation, None
+        try:
+            if uninstall is not None:
+                uninstall()
+        finally:
+            if own is not None:
+                own.close()
 
     @property
     def elapsed(self) -> float:
@@ -485,8 +522,8 @@ class CassetteSession:
     def _begin(self, request: TransportRequest) -> _Turn:
         if self._may_record:
             self._seen_env.update(credential_environment().items())
-        if self._closed:
-            raise RuntimeError(
+        if self._state is State.CLOSED:
+            raise SessionClosedError(
                 f"cassette {self.path} is closed; {request.method} {request.url} came after "
                 "the end of the block or test that used it"
             )
@@ -641,10 +678,12 @@ class CassetteSession:
             return list(self._index.interactions)
 
     def close(self) -> None:
-        """Save streams still open, write the cassette if anything was recorded, report unused."""
-        if self._closed:
+        """Take off the clock, save streams still open, write the cassette if anything was
+        recorded, report unused. The clock comes off first, and each later step runs whatever
+        an earlier one raised; closing twice does nothing."""
+        if self._state is State.CLOSED:
             return
-        self._closed = True
+        self._state = State.CLOSED
         # Each step runs whatever an earlier one raised, the clock coming off first; they are
         # registered in the reverse of the order they run in.
         with contextlib.ExitStack() as steps:
@@ -655,16 +694,17 @@ class CassetteSession:
                 steps.callback(live.close)
             for recorder in self._recorders:
                 steps.callback(recorder.finish_pending)
-            steps.callback(self._stop_clock)
+            steps.callback(self._uninstall_all)
 
     async def aclose(self) -> None:
-        """:meth:`close`, also closing async clients this session opened. :meth:`close` runs
-        even when closing one of them raises (a ``CancelledError``, say)."""
-        try:
+        """:meth:`close`, also closing async clients this session opened. The clock comes off
+        before any of them is closed, and each of them, then :meth:`close`, runs whatever an
+        earlier one raised (a ``CancelledError``, say)."""
+        async with contextlib.AsyncExitStack() as steps:
+            steps.callback(self.close)
             for live in self._owned_async_live:
-                await live.aclose()
-        finally:
-            self.close()
+                steps.push_async_callback(live.aclose)
+            steps.callback(self._uninstall_all)
 
     def _write(self) -> None:
         recorded = self.recorded

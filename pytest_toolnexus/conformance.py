@@ -40,6 +40,7 @@ from . import _build as build
 from ._cassette import Interaction
 from ._expect import assert_attempts, assert_incremental, assert_waits
 from ._faults import DisconnectFault, Fault
+from ._install import Installation
 from ._patch import patch_http_clients
 from ._session import CassetteSession
 
@@ -79,10 +80,14 @@ def served(
     session = CassetteSession(
         path, record="none", faults=faults, allow_repeats=allow_repeats, on_unused="ignore"
     )
+    # One installation holds the http patch and the clock: it claims the process before it
+    # changes anything, and takes both off, newest first, however the block ends.
+    installation = Installation(f"the conformance kit's cassette {path}")
     with contextlib.ExitStack() as undo:
         undo.callback(session.close)
-        undo.callback(patch_http_clients(session))
-        session.start()
+        undo.enter_context(installation)
+        installation.add(patch_http_clients, session)
+        session.start(installation)
         yield session
 
 

@@ -21,6 +21,7 @@ import pytest
 from . import _hookspecs
 from ._cassette import Cassette, Interaction, RecordedRequest, load_cassette
 from ._errors import CassetteError
+from ._install import Installation
 from ._patch import AsyncDirectLive, DirectLive, patch_http_clients
 from ._patch_libraries import patch_libraries
 from ._plugin_expiry import CassetteExpiredWarning, expiry
@@ -397,27 +398,32 @@ def cassette(
             config.stash[_STATS].discarded.add(_shown(config, path))
 
     unserved = Unserved()
-    # Every undo is registered the moment its patch is in, so a failure anywhere (the clock
-    # refusing to start, the test, a teardown step) takes off everything put on before it.
+    # Everything process-wide goes on through one installation, which claims the process
+    # before it changes anything and registers each undo the moment its patch is in; it comes
+    # off first at teardown, newest first, whatever failed (a patch, the clock, the test, a
+    # teardown step, KeyboardInterrupt). pytest's monkeypatch is not used for these patches:
+    # they must come off together with the clock and the tripwire, in one order, before the
+    # cassette is written, and outside pytest (use_cassette, conformance.served) as well.
+    installation = Installation(f"the cassette {_shown(config, path)} of test {item.nodeid}")
     with contextlib.ExitStack() as undo:
         undo.callback(report)
         undo.callback(live.close)
         undo.callback(session.close)
         undo.callback(keep_or_discard)
         undo.callback(_report_unserved, item, unserved, options)
-        undo.callback(patch_http_clients(session, options.allow_hosts))
-        undo.callback(patch_libraries(session, options.allow_hosts))
-        undo.callback(
-            arm_tripwire(
-                cassette=_shown(config, path),
-                mode=session.record_mode,
-                allow_hosts=options.allow_hosts,
-                recording=not session.replay_only,
-                on_unserved="warn" if options.unserved == "warn" else "fail",
-                unserved=unserved,
-            )
+        undo.enter_context(installation)
+        installation.add(patch_http_clients, session, options.allow_hosts)
+        installation.add(patch_libraries, session, options.allow_hosts)
+        installation.add(
+            arm_tripwire,
+            cassette=_shown(config, path),
+            mode=session.record_mode,
+            allow_hosts=options.allow_hosts,
+            recording=not session.replay_only,
+            on_unserved="warn" if options.unserved == "warn" else "fail",
+            unserved=unserved,
         )
-        session.start()
+        session.start(installation)
         started = True
         yield session
 

@@ -50,8 +50,19 @@ LAYERS: list[tuple[str, ...]] = [
     # 0: leaves, and the provider layer (one module per wire dialect): it imports nothing of
     # the package, knowing nothing of transports or cassettes, so that the seam's body rules
     # (a URL that asks for a stream) may ask it, as the recorder, faults, views, builder and
-    # check above do
-    ("_version", "_errors", "_headers", "_cfunc", "_provenance", "_mask", "_served", "providers*"),
+    # check above do. _install is the one owner of every process-wide patch, which all of
+    # them go on through.
+    (
+        "_version",
+        "_errors",
+        "_headers",
+        "_cfunc",
+        "_provenance",
+        "_mask",
+        "_served",
+        "_install",
+        "providers*",
+    ),
     # 1: the seam
     ("_cancel", "_seam", "_bodies", "_codings", "_stream_kind"),
     # 2: httpx and httpx2 adapters, and the bridges for other HTTP libraries (aiohttp, ...)
@@ -83,6 +94,7 @@ LAYERS: list[tuple[str, ...]] = [
 # match one wildcard pattern (``_record`` and ``_record_tee``) may always import each other.
 SAME_LAYER: dict[str, tuple[str, ...]] = {
     "_headers": ("_mask",),
+    "_install": ("_errors",),
     "_seam": ("_cancel",),
     "_bodies": ("_seam",),
     "_live": ("_compat",),

@@ -1,23 +1,39 @@
 """Nothing patched process-wide outlives the test or block that put it on, whatever goes wrong:
 a cassette that fails to start, a session reopened after it closed, a transport that raises
-while the session closes. Each case makes the failure happen, then checks that every patched
-object is the original again and that the next test in the same process runs clean.
+while the session closes, two sessions closed out of order, a teardown that raises,
+KeyboardInterrupt. Each case makes the failure happen, then checks that every patched object
+is the original again and that the next test (or the next request) in the same process runs
+clean: an httpx request with no cassette reaches a loopback server and gets its answer.
 """
 
 import asyncio
 import datetime
+import threading
 import time
+import types
 
 import pytest
 
-from pytest_toolnexus import CassetteSession, VirtualClock, build
+from pytest_toolnexus import CassetteSession, VirtualClock, build, use_cassette
+from pytest_toolnexus._install import (
+    AlreadyInstalledError,
+    Installation,
+    SessionClosedError,
+    State,
+    installed,
+)
 from pytest_toolnexus._live import AsyncLiveTransport
+from pytest_toolnexus._patch import patch_http_clients
 from pytest_toolnexus._timepatch import install
+from pytest_toolnexus._tripwire import arm_tripwire
+from pytest_toolnexus.conformance import served
 from tests.support.plugin_projects import CHAT_CONFTEST
 
 # The objects the plugin may patch, captured before any test runs, and how to tell the virtual
 # clock is still in: the clock readers keep their identity, so they are judged by what they read.
 PATCHED = """
+import _socket
+import asyncio
 import datetime
 import socket
 import sys
@@ -44,7 +60,10 @@ def current():
         "httpx2.AsyncHTTPTransport.handle_async_request":
             httpx2.AsyncHTTPTransport.__dict__["handle_async_request"],
         "socket.socket.connect": socket.socket.connect,
+        "socket.socket.connect_ex": socket.socket.connect_ex,
+        "_socket.socket": _socket.socket,
         "time.sleep": time.sleep,
+        "asyncio.sleep": asyncio.sleep,
         "time.monotonic": time.monotonic,
         "datetime.datetime": datetime.datetime,
     }
@@ -59,20 +78,20 @@ def leaked():
         left.append("an import watch on sys.meta_path")
     if abs(time.monotonic() - time.clock_gettime(time.CLOCK_MONOTONIC)) > 5:
         left.append("time.monotonic reads a virtual clock")
+    time_machine = sys.modules.get("time_machine")
+    if time_machine is not None and time_machine.traveller_stack:
+        left.append("a time-machine travel")
+    from pytest_toolnexus._install import installed
+
+    if installed() is not None:
+        left.append(f"the installation of {installed()}")
     return left
-"""
-
-NEXT_TEST = """
-import socket
-import threading
-
-import httpx
-
-from patched import leaked
 
 
-def test_the_next_test_runs_clean():
-    assert leaked() == []
+# What an httpx request with no cassette gets from a loopback server.
+def loopback_answer():
+    import threading
+
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
 
@@ -85,11 +104,30 @@ def test_the_next_test_runs_clean():
     thread = threading.Thread(target=answer)
     thread.start()
     try:
-        assert httpx.get(f"http://127.0.0.1:{port}/").text == "ok"
+        return httpx.get(f"http://127.0.0.1:{port}/").text
     finally:
         thread.join(5)
         server.close()
 """
+
+NEXT_TEST = """
+from patched import leaked, loopback_answer
+
+
+def test_the_next_test_runs_clean():
+    assert leaked() == []
+    assert loopback_answer() == "ok"
+"""
+
+# The same checks in this process, for the cases that do not need a second test to show.
+patched = types.ModuleType("patched")
+exec(compile(PATCHED, "patched", "exec"), patched.__dict__)
+
+
+def assert_clean():
+    """Every patched object is the original, and a request with no cassette gets through."""
+    assert patched.leaked() == []
+    assert patched.loopback_answer() == "ok"
 
 
 @pytest.fixture
@@ -100,8 +138,8 @@ def leak_project(pytester, monkeypatch):
 
 
 def test_a_cassette_that_fails_to_start_takes_off_what_it_put_on(leak_project):
-    # Given: a module-scoped use_cassette already holds the clock, so the marked test's own
-    # cassette cannot start its clock after patching the http clients and arming the tripwire.
+    # Given: a module-scoped use_cassette already holds the process, so the marked test's own
+    # cassette is refused, naming both.
     cassettes = leak_project.path / "cassettes" / "test_a_holder"
     cassettes.mkdir(parents=True)
     build.build_cassette(cassettes / "test_cannot_start.msgpack", [])
@@ -129,7 +167,91 @@ def test_a_cassette_that_fails_to_start_takes_off_what_it_put_on(leak_project):
     result = leak_project.runpytest_subprocess("-p", "no:randomly")
 
     result.assert_outcomes(passed=1, errors=1)
-    result.stdout.fnmatch_lines(["*cannot install VirtualClock*is already installed*"])
+    result.stdout.fnmatch_lines(
+        [
+            "E   *AlreadyInstalledError: cannot install the cassette "
+            "cassettes/test_a_holder/test_cannot_start.msgpack of test "
+            "test_a_holder.py::test_cannot_start: the cassette held.msgpack (started in "
+            "test_a_holder.py::test_cannot_start (setup)) is installed in this process already."
+            " Cassettes do not nest*"
+        ]
+    )
+
+
+def test_a_clock_that_fails_after_the_http_patch_and_tripwire_takes_them_off(leak_project):
+    # Given: a clock installed outside any cassette, so the marked test's cassette patches the
+    # http clients and arms the tripwire, and then its own clock is refused.
+    cassettes = leak_project.path / "cassettes" / "test_a_raw_clock"
+    cassettes.mkdir(parents=True)
+    build.build_cassette(cassettes / "test_cannot_start.msgpack", [])
+    leak_project.makepyfile(
+        test_a_raw_clock="""
+        import socket
+
+        import httpx
+        import pytest
+
+        from patched import ORIGINAL
+        from pytest_toolnexus import VirtualClock
+        from pytest_toolnexus._timepatch import install
+
+
+        @pytest.fixture(scope="module")
+        def raw_clock():
+            undo = install(VirtualClock())
+            yield
+            undo()
+
+
+        @pytest.mark.cassette
+        def test_cannot_start(raw_clock):
+            pass
+
+
+        def test_the_http_patch_and_the_tripwire_are_off_while_the_clock_is_held(raw_clock):
+            assert httpx.HTTPTransport.__dict__["handle_request"] is ORIGINAL[
+                "httpx.HTTPTransport.handle_request"
+            ]
+            assert socket.socket.connect is ORIGINAL["socket.socket.connect"]
+            assert socket.getaddrinfo is ORIGINAL["socket.getaddrinfo"]
+        """
+    )
+
+    result = leak_project.runpytest_subprocess("-p", "no:randomly")
+
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["E*RuntimeError: cannot install VirtualClock*already installed*"])
+
+
+def test_keyboard_interrupt_in_a_cassette_test_takes_off_what_it_put_on(leak_project):
+    # Given: a marked test interrupted by Ctrl-C; pytest stops the run and tears down, and
+    # what the process holds then is checked at the very end, with a request of its own.
+    leak_project.makeconftest(
+        """
+        from patched import leaked, loopback_answer
+
+
+        def pytest_unconfigure(config):
+            print(f"after the run: leaked {leaked()}, loopback {loopback_answer()!r}")
+        """
+    )
+    leak_project.makepyfile(
+        test_a_interrupted="""
+        import time
+
+        import pytest
+
+
+        @pytest.mark.cassette(record="all")
+        def test_interrupted():
+            time.sleep(0.01)
+            raise KeyboardInterrupt
+        """
+    )
+
+    result = leak_project.runpytest_subprocess("-p", "no:randomly", "-s")
+
+    result.stdout.fnmatch_lines(["*KeyboardInterrupt*", "after the run: leaked [], loopback 'ok'"])
 
 
 def test_a_teardown_that_raises_takes_off_what_it_put_on(leak_project, emulator):
@@ -176,15 +298,32 @@ def real_monotonic_ok():
 
 def test_a_closed_session_cannot_be_reopened(empty):
     session = CassetteSession(empty)
+    assert session.state is State.CREATED
     with session:
+        assert session.state is State.OPEN
         time.sleep(1)
-    with pytest.raises(RuntimeError, match=r"is closed and cannot be started again.*new one"):
-        session.__enter__()
+    assert session.state is State.CLOSED
+    reopened = pytest.raises(SessionClosedError, match=r"is closed and cannot be started again")
+    with reopened, session:
+        pass
     with pytest.raises(RuntimeError, match="is closed"):
         session.start()
-    # Nothing was installed by the refused start.
+    # Nothing was installed by the refused starts.
+    assert session.state is State.CLOSED
     assert real_monotonic_ok()
+    assert_clean()
     install(VirtualClock())()
+
+
+def test_a_closed_session_refuses_requests_with_a_typed_error(empty):
+    session = CassetteSession(empty)
+    transport = session.transport
+    session.close()
+
+    from pytest_toolnexus import TransportRequest
+
+    with pytest.raises(SessionClosedError, match=r"is closed; GET https://x\.test/ came after"):
+        transport(TransportRequest("GET", "https://x.test/"))
 
 
 def test_starting_twice_installs_once(empty):
@@ -198,15 +337,17 @@ def test_starting_twice_installs_once(empty):
         session.close()
     assert real_monotonic_ok()
     assert datetime.datetime.now().year >= 2026
+    assert_clean()
 
 
-class CancellingLive(AsyncLiveTransport):
-    async def aclose(self):
-        raise asyncio.CancelledError
+@pytest.mark.parametrize(
+    "error", [asyncio.CancelledError, RuntimeError("the connection pool broke")], ids=repr
+)
+def test_an_aclose_that_raises_still_removes_the_clock(tmp_path, monkeypatch, error):
+    async def failing_aclose(self):
+        raise error
 
-
-def test_a_cancelled_aclose_still_removes_the_clock(tmp_path, monkeypatch):
-    monkeypatch.setattr(AsyncLiveTransport, "aclose", CancellingLive.aclose)
+    monkeypatch.setattr(AsyncLiveTransport, "aclose", failing_aclose)
     sleep_before = time.sleep
     session = CassetteSession(tmp_path / "new.msgpack", record="all")
 
@@ -215,22 +356,198 @@ def test_a_cancelled_aclose_still_removes_the_clock(tmp_path, monkeypatch):
             assert time.sleep is not sleep_before  # the real clock's sleep watch is in
             assert session.async_transport is not None  # opens an async client of its own
 
-    with pytest.raises(asyncio.CancelledError):
+    expected = error if isinstance(error, type) else type(error)
+    with pytest.raises(expected):
         asyncio.run(main())
 
+    assert session.state is State.CLOSED
     assert time.sleep is sleep_before
     assert real_monotonic_ok()
+    assert_clean()
     install(VirtualClock())()  # the next session can install its clock
 
 
-# -- one owner for the http patch ---------------------------------------------------------------
+def test_keyboard_interrupt_in_a_block_takes_off_its_clock(empty):
+    def interrupted():
+        with use_cassette(empty):
+            time.sleep(3)
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        interrupted()
+
+    assert_clean()
+
+
+# -- one installation at a time, undone newest first on every path ------------------------------
+
+
+def installed_like_the_plugin(session):
+    """An installation holding the http patch and the session's clock, as the plugin's does."""
+    installation = Installation(f"the cassette {session.path.name}").open()
+    try:
+        installation.add(patch_http_clients, session)
+        session.start(installation)
+    except BaseException:
+        installation.close()
+        raise
+    return installation
+
+
+def test_a_second_installation_is_refused_naming_both_and_changing_nothing(empty, tmp_path):
+    other = tmp_path / "other.msgpack"
+    build.build_cassette(other, [])
+    first = installed_like_the_plugin(CassetteSession(empty))
+    try:
+        during = patched.current()
+        second = CassetteSession(other)
+        with pytest.raises(AlreadyInstalledError) as refused:
+            installed_like_the_plugin(second)
+        assert str(refused.value).startswith(
+            "cannot install the cassette other.msgpack: the cassette empty.msgpack is installed "
+            "in this process already. Cassettes do not nest"
+        )
+        with pytest.raises(AlreadyInstalledError, match=r"cannot install the cassette .*other"):
+            second.start()  # the session's own installation is refused the same way
+        assert second.state is State.CREATED
+        assert patched.current() == during  # the refusals put nothing on
+        assert installed() == "the cassette empty.msgpack"
+    finally:
+        first.close()
+    assert_clean()
+
+
+def test_two_sessions_on_two_threads_closed_out_of_order_leave_the_originals(empty, tmp_path):
+    other = tmp_path / "other.msgpack"
+    build.build_cassette(other, [])
+    first, second = CassetteSession(empty), CassetteSession(other)
+    steps = {name: threading.Event() for name in ("first in", "second tried", "first out")}
+    seen: dict[str, object] = {}
+    installations: dict[str, Installation] = {}
+
+    def one():
+        installations["first"] = installed_like_the_plugin(first)
+        steps["first in"].set()
+        steps["second tried"].wait(10)
+        installations["first"].close()
+        steps["first out"].set()
+
+    def two():
+        steps["first in"].wait(10)
+        try:
+            installed_like_the_plugin(second)
+        except AlreadyInstalledError as exc:
+            seen["refused"] = str(exc)
+        steps["second tried"].set()
+        steps["first out"].wait(10)
+        installations["second"] = installed_like_the_plugin(second)  # free again
+
+    threads = [threading.Thread(target=one), threading.Thread(target=two)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+
+    assert "the cassette empty.msgpack is installed" in str(seen["refused"])
+    # A stale second close of the first (from its thread, after the second went in) must not
+    # take off or release what the second installed.
+    installations["first"].close()
+    first.close()
+    assert installed() == "the cassette other.msgpack"
+    assert patched.leaked() != []
+    installations["second"].close()
+    second.close()
+    assert_clean()
+
+
+def test_every_undo_runs_newest_first_though_one_raises(empty):
+    order = []
+
+    def patch(name, fail=False):
+        def undo():
+            order.append(name)
+            if fail:
+                raise RuntimeError(f"undoing {name} broke")
+
+        return undo
+
+    installation = Installation("a test").open()
+    installation.add(patch_http_clients, CassetteSession(empty))
+    installation.add(arm_tripwire, cassette="c.msgpack", mode="none")
+    installation.add(patch, "first")
+    installation.add(patch, "second", fail=True)
+    installation.add(patch, "third")
+
+    with pytest.raises(RuntimeError, match="undoing second broke"):
+        installation.close()
+
+    assert order == ["third", "second", "first"]
+    assert installation.state is State.CLOSED
+    assert_clean()  # the http patch and the tripwire came off, and the claim is given up
+
+
+def test_a_patch_that_fails_to_go_on_takes_off_those_before_it(empty):
+    def interrupted():
+        raise KeyboardInterrupt
+
+    installation = Installation("a test")
+
+    def install_all():
+        with installation:
+            installation.add(patch_http_clients, CassetteSession(empty))
+            installation.add(arm_tripwire, cassette="c.msgpack", mode="none")
+            installation.add(interrupted)
+
+    with pytest.raises(KeyboardInterrupt):
+        install_all()
+
+    assert_clean()
+    with pytest.raises(SessionClosedError, match="cannot install a test again"):
+        installation.open()
+    with pytest.raises(RuntimeError, match="a test: it is closed, not open"):
+        installation.add(patch_http_clients, CassetteSession(empty))
+    assert_clean()
+
+
+def test_the_conformance_kit_takes_off_its_http_patch_when_its_clock_is_refused(tmp_path):
+    # Given: a clock installed outside any cassette, so served() patches the http clients and
+    # then cannot start its clock.
+    undo_clock = install(VirtualClock())
+    try:
+        refused = pytest.raises(RuntimeError, match="cannot install VirtualClock")
+        with refused, served([build.openai_chat("hi")], tmp_path):
+            pass
+        assert (
+            patched.current()["httpx.HTTPTransport.handle_request"]
+            is (patched.ORIGINAL["httpx.HTTPTransport.handle_request"])
+        )
+        assert installed() is None
+    finally:
+        undo_clock()
+    assert_clean()
+
+
+def test_the_conformance_kit_is_refused_while_a_cassette_is_installed(tmp_path, empty):
+    refused = pytest.raises(AlreadyInstalledError, match=r"the conformance kit's cassette .*empty")
+    with use_cassette(empty), refused, served([build.openai_chat("hi")], tmp_path):
+        pass
+    assert_clean()
+
+
+def test_the_conformance_kit_takes_everything_off_when_its_block_raises(tmp_path):
+    def failing_block():
+        with served([build.openai_chat("hi")], tmp_path):
+            assert patched.leaked() != []
+            raise ZeroDivisionError
+
+    with pytest.raises(ZeroDivisionError):
+        failing_block()
+    assert_clean()
 
 
 def test_a_second_http_patch_is_refused_and_out_of_order_undos_leave_the_originals(tmp_path):
     import httpx
     import httpx2
-
-    from pytest_toolnexus._patch import patch_http_clients
 
     originals = [
         httpx.HTTPTransport.__dict__["handle_request"],
@@ -256,6 +573,7 @@ def test_a_second_http_patch_is_refused_and_out_of_order_undos_leave_the_origina
         httpx2.AsyncHTTPTransport.__dict__["handle_async_request"],
     ] == originals
     patch_http_clients(first)()
+    assert_clean()
 
 
 def test_an_aiohttp_stream_cancelled_mid_read_takes_off_what_it_put_on(leak_project, emulator):
