@@ -19,9 +19,11 @@ from ._seam import (
     AsyncByteStream,
     AsyncTransport,
     ByteStream,
+    DualTransport,
     Transport,
     TransportRequest,
     acall,
+    async_side,
     call,
 )
 
@@ -89,20 +91,26 @@ class HTTPBridge(_compat.SyncTransportBase, _compat.AsyncTransportBase):
 
     >>> client = httpx2.Client(transport=HTTPBridge(my_transport))
 
-    Give ``transport`` for sync clients and ``async_transport`` for async ones (or both). The
-    response streams chunk by chunk as the seam yields; nothing is buffered.
+    Give ``transport`` for sync clients and ``async_transport`` for async ones. A
+    :class:`~pytest_toolnexus.DualTransport` (``LiveTransport``, ``ModelTransport``, a
+    cassette's ``transport``) given as ``transport`` serves async clients too, through its
+    ``acall``. The response streams chunk by chunk as the seam yields; nothing is buffered.
     """
 
     def __init__(
         self,
-        transport: Transport | None = None,
+        transport: Transport | DualTransport | None = None,
         *,
         async_transport: AsyncTransport | None = None,
     ) -> None:
         if transport is None and async_transport is None:
             raise TypeError("HTTPBridge needs a transport=, an async_transport=, or both")
         self._transport = transport
-        self._async_transport = async_transport
+        self._async_transport = (
+            async_transport if async_transport is not None else async_side(transport)
+        )
+        # What an async client's aclose() closes: the async transport, or the dual one.
+        self._async_owner: object = async_transport if async_transport is not None else transport
 
     def handle_request(self, request: Any) -> Any:
         if self._transport is None:
@@ -154,6 +162,6 @@ class HTTPBridge(_compat.SyncTransportBase, _compat.AsyncTransportBase):
             close()
 
     async def aclose(self) -> None:
-        aclose = getattr(self._async_transport, "aclose", None)
+        aclose = getattr(self._async_owner, "aclose", None)
         if callable(aclose):
             await aclose()

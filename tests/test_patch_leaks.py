@@ -10,9 +10,10 @@ import time
 
 import pytest
 
-from pytest_toolnexus import CassetteSession, VirtualClock, build
-from pytest_toolnexus._live import AsyncLiveTransport
+from pytest_toolnexus import CassetteSession, build
+from pytest_toolnexus._live import LiveTransport
 from pytest_toolnexus._timepatch import install
+from pytest_toolnexus._virtual import VirtualClock
 from tests.support.plugin_projects import CHAT_CONFTEST
 
 # The objects the plugin may patch, captured before any test runs, and how to tell the virtual
@@ -200,13 +201,13 @@ def test_starting_twice_installs_once(empty):
     assert datetime.datetime.now().year >= 2026
 
 
-class CancellingLive(AsyncLiveTransport):
+class CancellingLive(LiveTransport):
     async def aclose(self):
         raise asyncio.CancelledError
 
 
 def test_a_cancelled_aclose_still_removes_the_clock(tmp_path, monkeypatch):
-    monkeypatch.setattr(AsyncLiveTransport, "aclose", CancellingLive.aclose)
+    monkeypatch.setattr(LiveTransport, "aclose", CancellingLive.aclose)
     sleep_before = time.sleep
     session = CassetteSession(tmp_path / "new.msgpack", record="all")
 
