@@ -22,6 +22,7 @@ from ._seam import (
     DualTransport,
     Transport,
     TransportRequest,
+    TransportResponse,
     acall,
     async_side,
     call,
@@ -86,6 +87,25 @@ def _seam_request(lib_request: Any, content: bytes) -> TransportRequest:
     )
 
 
+def _library_response(lib: ModuleType, request: Any, response: TransportResponse) -> Any:
+    """The library response for a seam answer: a byte stream (sync or async, as the seam gave
+    it) pulled chunk by chunk, or the whole body."""
+    body = response.body
+    if isinstance(body, ByteStream | AsyncByteStream):
+        stream = (
+            _SyncPull(body, lib, request)
+            if isinstance(body, ByteStream)
+            else _AsyncPull(body, lib, request)
+        )
+        headers = response.headers.without("content-length")
+        return lib.Response(
+            response.status, headers=headers.wire_pairs(), stream=stream, request=request
+        )
+    pairs, content = wire_body(response, request.method)
+    wire = Headers(pairs).wire_pairs()
+    return lib.Response(response.status, headers=wire, content=content, request=request)
+
+
 class HTTPBridge(_compat.SyncTransportBase, _compat.AsyncTransportBase):
     """An httpx/httpx2 transport that serves every request from a seam Transport.
 
@@ -124,15 +144,7 @@ class HTTPBridge(_compat.SyncTransportBase, _compat.AsyncTransportBase):
             response = call(self._transport, seam_request)
         except TransportError as exc:
             raise _compat.to_library_error(lib, exc, request) from exc
-        if isinstance(response.body, ByteStream):
-            stream = _SyncPull(response.body, lib, request)
-            headers = response.headers.without("content-length")
-            return lib.Response(
-                response.status, headers=headers.wire_pairs(), stream=stream, request=request
-            )
-        pairs, content = wire_body(response, request.method)
-        wire = Headers(pairs).wire_pairs()
-        return lib.Response(response.status, headers=wire, content=content, request=request)
+        return _library_response(lib, request, response)
 
     async def handle_async_request(self, request: Any) -> Any:
         if self._async_transport is None:
@@ -146,15 +158,7 @@ class HTTPBridge(_compat.SyncTransportBase, _compat.AsyncTransportBase):
             response = await acall(self._async_transport, seam_request)
         except TransportError as exc:
             raise _compat.to_library_error(lib, exc, request) from exc
-        if isinstance(response.body, AsyncByteStream):
-            stream = _AsyncPull(response.body, lib, request)
-            headers = response.headers.without("content-length")
-            return lib.Response(
-                response.status, headers=headers.wire_pairs(), stream=stream, request=request
-            )
-        pairs, content = wire_body(response, request.method)
-        wire = Headers(pairs).wire_pairs()
-        return lib.Response(response.status, headers=wire, content=content, request=request)
+        return _library_response(lib, request, response)
 
     def close(self) -> None:
         close = getattr(self._transport, "close", None)

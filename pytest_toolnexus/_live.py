@@ -138,38 +138,39 @@ class LiveTransport:
         target = transport if transport is not None else client
         self._lib = library if library is not None else _compat.library_of(target)
 
-    def _sync_client(self, request: TransportRequest) -> Any:
-        if self._client is None:
-            if not self._owns_client:
-                raise TypeError(
-                    f"this LiveTransport sends through an async client, and sync code sent "
-                    f"{request.method} {request.url}; await transport.acall(request) instead, "
-                    "or give LiveTransport a sync client"
-                )
-            with self._lock:
-                if self._client is None:
-                    self._client = httpx.Client()
-        return self._client
-
-    def _async_client_for(self, request: TransportRequest) -> Any:
-        if self._async_client is None:
-            if not self._owns_client:
-                raise TypeError(
-                    f"this LiveTransport sends through a sync client, and async code sent "
-                    f"{request.method} {request.url}; call the transport from sync code, or "
-                    "give LiveTransport an async client"
-                )
-            with self._lock:
+    def _client_for(self, request: TransportRequest, *, asynchronous: bool) -> Any:
+        """The client that sends ``request``: the one given, or one of its own made now."""
+        client = self._async_client if asynchronous else self._client
+        if client is not None:
+            return client
+        if not self._owns_client:
+            given, caller = ("a sync", "async") if asynchronous else ("an async", "sync")
+            fix = (
+                "call the transport from sync code, or give LiveTransport an async client"
+                if asynchronous
+                else "await transport.acall(request) instead, or give LiveTransport a sync client"
+            )
+            raise TypeError(
+                f"this LiveTransport sends through {given} client, and {caller} code sent "
+                f"{request.method} {request.url}; {fix}"
+            )
+        with self._lock:
+            if asynchronous:
                 if self._async_client is None:
                     self._async_client = httpx.AsyncClient()
-        return self._async_client
+                return self._async_client
+            if self._client is None:
+                self._client = httpx.Client()
+            return self._client
 
     def __call__(self, request: TransportRequest) -> TransportResponse:
         """Send ``request`` from sync code."""
         if request.cancel is not None:
             request.cancel.raise_if_cancelled()
         lib = self._lib
-        client: Any = None if self._transport is not None else self._sync_client(request)
+        client: Any = (
+            None if self._transport is not None else self._client_for(request, asynchronous=False)
+        )
         lib_request = _build(lib, request, client)
         try:
             if self._transport is not None:
@@ -203,7 +204,9 @@ class LiveTransport:
         if request.cancel is not None:
             request.cancel.raise_if_cancelled()
         lib = self._lib
-        client: Any = None if self._transport is not None else self._async_client_for(request)
+        client: Any = (
+            None if self._transport is not None else self._client_for(request, asynchronous=True)
+        )
         lib_request = _build(lib, request, client)
         try:
             if self._transport is not None:

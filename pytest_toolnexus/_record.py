@@ -419,20 +419,7 @@ class RecordingTransport:
         except Exception as exc:
             recording.failed(exc)
             raise
-        recording.answered(response)
-        body = response.body
-        if not isinstance(body, ByteStream):
-            return response
-
-        def abandon() -> None:
-            try:
-                recording.ended(complete=False)
-            finally:
-                body.close()
-
-        return TransportResponse(
-            response.status, response.headers, ByteStream(_tee(body, recording), close=abandon)
-        )
+        return _teed(recording, response)
 
     async def acall(
         self,
@@ -448,22 +435,34 @@ class RecordingTransport:
         except Exception as exc:
             recording.failed(exc)
             raise
-        recording.answered(response)
-        body = response.body
-        if not isinstance(body, AsyncByteStream):
-            return response
+        return _teed(recording, response)
 
-        async def abandon() -> None:
+
+def _teed(recording: _Recording, response: TransportResponse) -> TransportResponse:
+    """``response``, its stream (sync or async) teed into ``recording``."""
+    recording.answered(response)
+    body = response.body
+    if isinstance(body, ByteStream):
+
+        def abandon() -> None:
+            try:
+                recording.ended(complete=False)
+            finally:
+                body.close()
+
+        teed: ByteStream | AsyncByteStream = ByteStream(_tee(body, recording), close=abandon)
+    elif isinstance(body, AsyncByteStream):
+
+        async def aabandon() -> None:
             try:
                 recording.ended(complete=False)
             finally:
                 await body.aclose()
 
-        return TransportResponse(
-            response.status,
-            response.headers,
-            AsyncByteStream(_atee(body, recording), aclose=abandon),
-        )
+        teed = AsyncByteStream(_atee(body, recording), aclose=aabandon)
+    else:
+        return response
+    return TransportResponse(response.status, response.headers, teed)
 
 
 def _tee(stream: ByteStream, recording: _Recording) -> Iterator[bytes]:

@@ -883,6 +883,8 @@ def test_fault_arguments_are_checked_when_made():
         faults.prepend(600)
     with pytest.raises(ValueError, match="count and nth start at 1"):
         faults.prepend(429, nth=0)
+    with pytest.raises(TypeError, match="'before'"):
+        faults.prepend(429, before=2)  # one spelling: nth=, as every other fault
     with pytest.raises(ValueError, match="rechunk mode 'words'"):
         faults.rechunk("words")
     with pytest.raises(ValueError, match="a stall cannot be negative"):

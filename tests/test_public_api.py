@@ -5,6 +5,7 @@ Adding or removing a public name is a decision: update ``EXPORTED`` in the same 
 
 import importlib
 import importlib.metadata
+import inspect
 import pkgutil
 import shutil
 import subprocess
@@ -162,6 +163,34 @@ def test_the_changelog_says_what_to_use_instead_of_each_removed_name(name):
     instead = REMOVED[name]
     if instead is not None:
         assert any(instead in entry for entry in entries), entries
+
+
+def _signatures():
+    """Each exported callable's signature, and each public method's, with its name."""
+    for name in EXPORTED:
+        value = getattr(pytest_toolnexus, name)
+        targets = [(name, value)]
+        if inspect.isclass(value):
+            targets += [
+                (f"{name}.{attr}", member)
+                for attr, member in vars(value).items()
+                if not attr.startswith("_") and callable(member)
+            ]
+        for where, target in targets:
+            try:
+                yield where, inspect.signature(target)
+            except (TypeError, ValueError):  # exception classes implemented in C
+                continue
+
+
+def test_no_public_signature_takes_a_private_parameter():
+    private = {
+        where: [p for p in signature.parameters if p.startswith("_")]
+        for where, signature in _signatures()
+    }
+
+    assert {where: names for where, names in private.items() if names} == {}
+    assert "_origin" not in inspect.signature(pytest_toolnexus.SentRequest).parameters
 
 
 def test_every_exported_name_is_importable():

@@ -35,10 +35,13 @@ from pytest_toolnexus._headers import Headers
 from pytest_toolnexus._record import BodyRecorder
 from pytest_toolnexus._replay import play
 from pytest_toolnexus._seam import AsyncByteStream, ByteStream, TransportRequest
-from pytest_toolnexus._session import CassetteSession
+from pytest_toolnexus._session import CassetteSession, use_cassette
 from pytest_toolnexus._streams import SseEvent, SseParser, encode_sse_event
 from tests.support.realtime import apaced, assert_did_not_sleep, paced, wall
 from tests.support.servers import Drip, LoopbackServer
+
+# Kept in a dict: the virtual clock replaces time.sleep in module globals too.
+REAL = {"sleep": time.sleep}
 
 URL = "http://127.0.0.1:9/v1/chat/completions"
 BODY = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
@@ -566,3 +569,31 @@ async def test_async_replay_through_an_httpx2_client(error_cassette):
                 await response.aread()
 
     assert response.status_code == 200
+
+
+# Reading a property has no side effect.
+
+
+def test_reading_a_sessions_transports_again_gives_the_same_ones(tmp_path):
+    session = CassetteSession(tmp_path / "new.msgpack", record="all")
+
+    first, first_async = session.transport, session.async_transport
+
+    assert session.transport is first
+    assert session.async_transport is first_async
+    assert len(session._recorders) == 2  # one recorder each, however often they are read
+    session.close()
+
+
+@pytest.mark.anyio
+async def test_use_cassette_opens_and_closes_a_cassette_with_async_with(sse_cassette):
+    async with use_cassette(sse_cassette) as cassette:
+        response = await cassette.async_transport(request())
+        pieces = [piece async for piece in response.body]
+        assert time.sleep is not REAL["sleep"]  # the virtual clock is in for the block
+
+    assert time.sleep is REAL["sleep"]
+    assert pieces == [encode_sse_event(event) for event in EVENTS]
+    assert cassette.requests[0].complete
+    with pytest.raises(RuntimeError, match="is closed"):
+        await cassette.async_transport(request())
