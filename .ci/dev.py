@@ -114,6 +114,7 @@ FUZZ_TESTS = (
     "tests/test_write_safety.py",
     "tests/test_recording_fidelity.py",
     "tests/test_secret_gaps.py",
+    "tests/test_fuzz_views.py",
 )
 
 

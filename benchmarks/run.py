@@ -1,6 +1,6 @@
 """pytest-toolnexus benchmarks, as ratios against baselines measured in the same run.
 
-    .venv/bin/python benchmarks/run.py              # all four, about 2-3 minutes on 2 cores
+    .venv/bin/python benchmarks/run.py              # all five, about 2-3 minutes on 2 cores
     .venv/bin/python benchmarks/run.py --only 1 3   # some of them
     .venv/bin/python benchmarks/run.py --full-vcrpy # vcrpy sends all 2,000 requests (~15 min)
 
@@ -21,6 +21,7 @@ import anthropic  # noqa: F401  (loaded up front: benchmark 3 measures with the 
 import bench_clock
 import bench_load
 import bench_replay
+import bench_stream
 import bench_virtual
 import openai  # noqa: F401  (idem)
 import yaml
@@ -64,7 +65,7 @@ def _load() -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--only", type=int, nargs="+", choices=(1, 2, 3, 4), help="benchmarks to run"
+        "--only", type=int, nargs="+", choices=(1, 2, 3, 4, 5), help="benchmarks to run"
     )
     parser.add_argument(
         "--rounds", type=int, default=5, help="timed rounds of benchmark 1 (default 5)"
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         help="benchmark 1: let vcrpy replay all 2,000 requests instead of every 50th",
     )
     args = parser.parse_args(argv)
-    chosen = set(args.only or (1, 2, 3, 4))
+    chosen = set(args.only or (1, 2, 3, 4, 5))
 
     started_all = now()
     print(_header(), flush=True)
@@ -87,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             (2, lambda: bench_load.run(work)),
             (3, lambda: bench_clock.run(work)),
             (4, lambda: bench_virtual.run(work)),
+            (5, lambda: bench_stream.run(work)),
         ]
         for number, step in steps:
             if number not in chosen:

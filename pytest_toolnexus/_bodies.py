@@ -6,10 +6,10 @@ import json
 import math
 import re
 from typing import Final
-from urllib.parse import parse_qsl, urlsplit
 
 from ._headers import Headers
 from ._seam import JSONValue, RequestBody, TransportResponse
+from .providers import url_asks_for_stream
 
 __all__ = [
     "decode_body",
@@ -29,8 +29,6 @@ _STREAM_TYPES = (
     "application/jsonl",
     "application/vnd.amazon.eventstream",
 )
-# Amazon Bedrock's streaming operations, which say so only in their path.
-_STREAM_PATHS: Final = ("/converse-stream", "/invoke-with-response-stream")
 
 
 def is_json_type(content_type: str) -> bool:
@@ -83,18 +81,15 @@ def wants_stream(url: str, headers: Headers, body: RequestBody) -> bool:
 
     True when the JSON body has ``"stream": true`` (OpenAI, Anthropic, Ollama), when the
     ``Accept`` header names an event-stream, NDJSON or AWS event stream type, or when the URL
-    asks Gemini to stream (``:streamGenerateContent``, with ``alt=sse`` or as a JSON array) or
-    is a Bedrock streaming operation (``/converse-stream``, ``/invoke-with-response-stream``).
+    asks for a stream in a provider dialect's way (the provider layer's ``streams``: Gemini's
+    ``:streamGenerateContent`` with or without ``alt=sse``, Bedrock's ``/converse-stream``).
     """
     if isinstance(body, dict) and body.get("stream") is True:
         return True
     accept = headers.get("accept", "").lower()
     if any(kind in accept for kind in _STREAM_TYPES):
         return True
-    parts = urlsplit(url)
-    if parts.path.endswith(":streamGenerateContent") or parts.path.endswith(_STREAM_PATHS):
-        return True
-    return bool(parts.query) and ("alt", "sse") in parse_qsl(parts.query)
+    return url_asks_for_stream(url)
 
 
 _SAFE_INTEGER: Final = 2**53

@@ -39,6 +39,7 @@ from ._errors import (
 from ._headers import Headers
 from ._seam import AsyncByteStream, AsyncTransport, TransportRequest, TransportResponse, acall
 from ._served import is_sending, sending
+from ._stream_kind import hands_on_stream
 
 __all__ = ["AiohttpBridge", "AiohttpLive", "seam_error"]
 
@@ -308,11 +309,19 @@ class AiohttpLive:
         except aiohttp.ClientError as exc:
             raise seam_error(exc) from exc
         headers = Headers(list(lib_response.headers.items()))
+        streams = hands_on_stream(
+            headers,
+            method=lib_request.method,
+            status=lib_response.status,
+            asked=request.stream,
+            bridged=True,
+            incremental=True,
+        )
         if keeps_content_length(lib_request.method, lib_response.status):
             headers = headers.without("transfer-encoding")
         else:
             headers = headers.without(*_WIRE_HEADERS)
-        if request.stream:
+        if streams:
 
             async def aclose() -> None:
                 lib_response.release()

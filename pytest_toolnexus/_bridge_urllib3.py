@@ -43,7 +43,7 @@ from urllib3.exceptions import (
 )
 from urllib3.exceptions import TimeoutError as Urllib3Timeout
 
-from ._bodies import decode_body, is_stream_type, keeps_content_length, wants_stream, wire_body
+from ._bodies import decode_body, keeps_content_length, wants_stream, wire_body
 from ._errors import (
     ConnectError,
     ConnectTimeout,
@@ -55,6 +55,7 @@ from ._errors import (
 from ._headers import Headers
 from ._seam import ByteStream, Transport, TransportRequest, TransportResponse, call
 from ._served import sending
+from ._stream_kind import hands_on_stream
 
 __all__ = ["Exchange", "Urllib3Bridge", "Urllib3Live", "pool_url", "seam_error"]
 
@@ -387,11 +388,20 @@ class Urllib3Live:
             raise seam_error(exc) from exc
         headers = Headers(list(live.headers.items()))
         method = request.method
+        # A client that asked urllib3 not to preload the body reads it as it comes.
+        streams = hands_on_stream(
+            headers,
+            method=method,
+            status=live.status,
+            asked=request.stream,
+            bridged=True,
+            incremental=exchange.arguments.get("preload_content", True) is False,
+        )
         if keeps_content_length(method, live.status):
             headers = headers.without("transfer-encoding")
         else:
             headers = headers.without(*_WIRE_HEADERS)
-        if request.stream or is_stream_type(live.headers.get("content-type", "")):
+        if streams:
 
             def close() -> None:
                 _let_go(live)

@@ -30,6 +30,7 @@ from ._cassette import (
 from ._faults import error_body
 from ._headers import Headers
 from ._seam import JSONValue
+from .providers import ANTHROPIC, GEMINI, OLLAMA, OPENAI_CHAT, OPENAI_RESPONSES
 
 __all__ = [
     "ANTHROPIC_URL",
@@ -49,11 +50,11 @@ __all__ = [
     "split_text",
 ]
 
-OPENAI_CHAT_URL: Final = "https://api.openai.com/v1/chat/completions"
-OPENAI_RESPONSES_URL: Final = "https://api.openai.com/v1/responses"
-ANTHROPIC_URL: Final = "https://api.anthropic.com/v1/messages"
-GEMINI_BASE: Final = "https://generativelanguage.googleapis.com/v1/models"
-OLLAMA_URL: Final = "http://localhost:11434/api/chat"
+OPENAI_CHAT_URL: Final = OPENAI_CHAT.url
+OPENAI_RESPONSES_URL: Final = OPENAI_RESPONSES.url
+ANTHROPIC_URL: Final = ANTHROPIC.url
+GEMINI_BASE: Final = GEMINI.url
+OLLAMA_URL: Final = OLLAMA.url
 CREATED: Final = 1_767_225_600  # 2026-01-01T00:00:00Z, so built cassettes are stable
 _WORDS: Final = re.compile(r"\s*\S+\s*|\s+")
 _SSE: Final = (("content-type", "text/event-stream; charset=utf-8"),)
@@ -674,7 +675,7 @@ def ollama_chat(
         _request("POST", url, request_body),
         _response(
             200,
-            (("content-type", "application/x-ndjson"),),
+            (("content-type", OLLAMA.stream_type),),
             NdjsonBody(lines),
             cadence,
             times[-1],
@@ -696,7 +697,8 @@ def error(
     cadence: Cadence = DEFAULT_CADENCE,
     request_body: JSONValue | None = None,
 ) -> Interaction:
-    """An error answer in the provider's own shape (chosen from ``url``), or an HTML page."""
+    """An error answer in the provider's own shape (the provider layer's ``error_body`` of the
+    dialect ``url`` speaks), or an HTML page."""
     headers: list[tuple[str, str]] = [("content-type", "text/html" if html else "application/json")]
     if retry_after is not None:
         headers.append(("retry-after", str(retry_after)))
@@ -712,13 +714,21 @@ def error(
 
 
 def build_cassette(
-    path: str | Path, interactions: Iterable[Interaction], meta: Mapping[str, Any] | None = None
+    path: str | Path,
+    interactions: Iterable[Interaction],
+    meta: Mapping[str, Any] | None = None,
+    *,
+    allow_secrets: Iterable[str] = (),
 ) -> Cassette:
-    """Write ``interactions`` as a cassette at ``path`` (marked as built, not recorded)."""
+    """Write ``interactions`` as a cassette at ``path`` (marked as built, not recorded).
+
+    The write is :meth:`Cassette.save`'s: the file is redacted and scanned like a recording,
+    and a secret-shaped value raises :class:`SecretFoundError` unless ``allow_secrets`` lists
+    it as a known fake."""
     cassette = Cassette(
         Path(path),
         list(interactions),
         {"source": "built with pytest_toolnexus.build, not recorded", **(meta or {})},
     )
-    cassette.save()
+    cassette.save(allow_secrets=allow_secrets)
     return cassette

@@ -12,7 +12,7 @@ import json
 import os
 import reprlib
 import secrets
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Final, TypeAlias
@@ -85,10 +85,14 @@ def _ms(value: float) -> float:
     return round(float(value), 3)
 
 
+# allow_nan=False: NaN and Infinity are not JSON, and a recording never stores them (such a
+# payload is kept as text), so meeting one means the file was damaged. One encoder for all:
+# ``json.dumps`` with options builds a new one per call, which a long stream pays per event.
+_COMPACT: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def _json_line(value: JSONValue) -> str:
-    # allow_nan=False: NaN and Infinity are not JSON, and a recording never stores them (such
-    # a payload is kept as text), so meeting one means the file was damaged.
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return _COMPACT.encode(value)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,16 +129,40 @@ class AnyBody:
 @masked_repr
 @dataclass(frozen=True, slots=True)
 class JsonBody:
-    """A JSON document, stored as its value."""
+    """A JSON document, stored as its value.
+
+    ``times`` is set for a JSON array that arrived element by element (Gemini's
+    ``:streamGenerateContent`` without ``alt=sse``): the arrival of each element, in ms, so
+    that replay sends each one at its time. An array that arrived in one piece has none.
+    """
 
     value: JSONValue
+    times: tuple[float, ...] | None = None
     kind: ClassVar[str] = "json"
 
     def to_doc(self) -> dict[str, Any]:
-        return {"kind": self.kind, "value": self.value}
+        if self.times is None:
+            return {"kind": self.kind, "value": self.value}
+        return {"kind": self.kind, "value": self.value, "times": list(self.times)}
 
     def content(self) -> bytes:
         return _json_line(self.value).encode()
+
+    def pieces(self) -> Iterator[tuple[float, bytes]]:
+        """The elements of a timed array, each at its time: ``[`` goes with the first and
+        ``]`` with the last, so the pieces join to exactly :meth:`content`."""
+        items = self.value if isinstance(self.value, list) else []
+        times = self.times or ()
+        if len(items) != len(times) or not items:
+            raise MalformedCassette(
+                f"a timed json body has {len(times)} time(s) for {len(items)} array element(s)"
+            )
+        last = 0.0
+        final = len(items) - 1
+        for index, (item, t) in enumerate(zip(items, times, strict=True)):
+            last = _time({"t": t}, last)
+            text = ("[" if index == 0 else ",") + _json_line(item) + ("]" if index == final else "")
+            yield last, text.encode()
 
 
 @masked_repr
@@ -192,7 +220,12 @@ class SseBody:
             if not isinstance(raw, Mapping):
                 raise MalformedCassette(f"an SSE event must be a map, found {type(raw).__name__}")
             last = _time(raw, last)
-            yield last, encode_sse_event(sse_event_of(raw))
+            if len(raw) == 2 and "data" in raw:
+                # The common event, {"t", "data"}: its wire form without the general path.
+                # Compact JSON holds no line break, so it is one data line.
+                yield last, b"data: " + _json_line(raw["data"]).encode() + b"\n\n"
+            else:
+                yield last, encode_sse_event(sse_event_of(raw))
         if self.tail:
             yield last, self.tail.encode()
 
@@ -433,7 +466,22 @@ def body_from_doc(doc: object, *, timed: bool) -> Body:
     if kind == "json":
         if "value" not in doc:
             raise MalformedCassette("a json body has no 'value'")
-        return JsonBody(doc["value"])
+        times = doc.get("times")
+        if times is None:
+            return JsonBody(doc["value"])
+        value = doc["value"]
+        if not timed or not isinstance(times, list) or not isinstance(value, list):
+            raise MalformedCassette(
+                "a json body's 'times' must be a list, in a response whose value is an array"
+            )
+        if len(times) != len(value) or not value:
+            raise MalformedCassette(
+                f"a json body has {len(times)} time(s) for {len(value)} array element(s)"
+            )
+        last = 0.0
+        for t in times:
+            last = _time({"t": t}, last)
+        return JsonBody(value, tuple(float(t) for t in times))
     if kind == "text":
         return TextBody(_str(doc.get("text"), "a text body"))
     if kind == "bytes":
@@ -649,7 +697,8 @@ class Cassette:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def to_bytes(self) -> bytes:
-        """The file's bytes. The same cassette always encodes to the same bytes."""
+        """This cassette encoded as it is, neither redacted nor scanned (:meth:`save` does
+        both before it writes). The same cassette always encodes to the same bytes."""
         doc = {
             "format": FORMAT,
             "version": VERSION,
@@ -684,9 +733,25 @@ class Cassette:
                     path=str(self.path),
                 ) from exc
 
-    def save(self) -> None:
-        """Write atomically: a temp file beside the target, fsync, then ``os.replace``."""
-        write_atomic(self.path, self.to_bytes())
+    def save(self, *, allow_secrets: Iterable[str] = (), unsafe_verbatim: bool = False) -> None:
+        """Redact, scan for secrets, then write atomically (a temp file beside the target,
+        fsync, then ``os.replace``).
+
+        Credential headers and query values become ``REDACTED`` and account-identifier keys are
+        masked in what is written (this object is left as it is). A string that still looks
+        like a secret raises :class:`SecretFoundError` naming where it sits, and nothing is
+        written; ``allow_secrets`` lists exact values that are known fakes.
+        ``unsafe_verbatim=True`` writes the interactions exactly as they are, neither redacted
+        nor scanned: for a fixture that must hold a secret on purpose, never for a recording.
+        """
+        if unsafe_verbatim:
+            data = self.to_bytes()
+        else:
+            # Imported here: the gate reads the body types this module defines.
+            from ._store_safe import safe_bytes
+
+            data = safe_bytes(self, allow_secrets=allow_secrets)
+        write_atomic(self.path, data)
 
     @classmethod
     def from_bytes(cls, data: bytes, path: Path) -> Cassette:

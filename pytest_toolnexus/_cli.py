@@ -33,7 +33,7 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from ._import_vcr_fixture import AnsweredRequest
-from ._views import ViewError, provider_of, view
+from ._views import ViewError, dialect_of, stream_errors, view
 
 __all__ = ["main"]
 
@@ -248,7 +248,7 @@ def _check(paths: Sequence[Path], allow: Sequence[str], out: TextIO) -> int:
             for hit in hits:
                 print(f"  - {hit}", file=out)
             continue
-        unreadable = _unparsed_answers(cassette)
+        unreadable, notes = _read_answers(cassette)
         if unreadable:
             problems += 1
             print(f"FAIL {path}: {len(unreadable)} provider answer(s) do not parse", file=out)
@@ -256,6 +256,8 @@ def _check(paths: Sequence[Path], allow: Sequence[str], out: TextIO) -> int:
                 print(f"  - {line}", file=out)
             continue
         print(f"ok   {path} ({len(cassette.interactions)} interactions)", file=out)
+        for line in notes:
+            print(f"  info: {line}", file=out)
     if checked == 0:
         print("no cassettes found", file=out)
         return 1
@@ -263,21 +265,32 @@ def _check(paths: Sequence[Path], allow: Sequence[str], out: TextIO) -> int:
     return 1 if problems else 0
 
 
-def _unparsed_answers(cassette: Cassette) -> list[str]:
-    """Successful answers from a known provider's URL that its provider view cannot read."""
-    problems = []
+def _read_answers(cassette: Cassette) -> tuple[list[str], list[str]]:
+    """Successful answers from a known provider's API that its provider view cannot read,
+    and notes on answers that report an error inside a 2xx (an ``event: error`` in a stream, a
+    Responses ``response.failed``): a test may record one on purpose, so it is information,
+    not a failure."""
+    problems: list[str] = []
+    notes: list[str] = []
     for number, interaction in enumerate(cassette.interactions):
         response = interaction.response
         if response is None or not 200 <= response.status < 300:
             continue
-        provider = provider_of(interaction.request.url)
-        if provider is None:
+        dialect = dialect_of(interaction)
+        if dialect is None:
+            continue
+        errors = stream_errors(interaction)
+        if errors:
+            said = "; ".join(errors[:3])
+            notes.append(
+                f"interaction #{number} ({dialect.name}) carries an error in its answer: {said}"
+            )
             continue
         try:
             view(interaction)
         except ViewError as exc:
-            problems.append(f"interaction #{number} ({provider}): {exc}")
-    return problems
+            problems.append(f"interaction #{number} ({dialect.name}): {exc}")
+    return problems, notes
 
 
 def _short(value: Any, width: int = _PREVIEW) -> str:

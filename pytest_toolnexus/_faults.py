@@ -10,7 +10,6 @@ compose: every applicable fault applies, in the order given.
 from __future__ import annotations
 
 import email.utils
-import json
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -29,6 +28,7 @@ from ._cassette import (
 from ._headers import Headers
 from ._replay import Plan
 from ._seam import TransportRequest
+from .providers import ANTHROPIC, OPENAI_CHAT, provider_of
 
 __all__ = [
     "ConnectTimeoutFault",
@@ -59,59 +59,16 @@ _REASONS: Final = {
     504: "Gateway Timeout",
     529: "Overloaded",
 }
-_ANTHROPIC_TYPES: Final = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    500: "api_error",
-    529: "overloaded_error",
-}
-_GEMINI_STATUSES: Final = {  # the google.rpc.Code names Google APIs send with each status
-    400: "INVALID_ARGUMENT",
-    401: "UNAUTHENTICATED",
-    403: "PERMISSION_DENIED",
-    404: "NOT_FOUND",
-    409: "ABORTED",
-    429: "RESOURCE_EXHAUSTED",
-    500: "INTERNAL",
-    503: "UNAVAILABLE",
-    504: "DEADLINE_EXCEEDED",
-}
 _PEER_CLOSED: Final = "peer closed connection without sending complete message body"
 
 
-def _provider(url: str) -> str:
-    if "/v1/messages" in url or "anthropic" in url:
-        return "anthropic"
-    if "generativelanguage" in url or ":generateContent" in url or ":streamGenerate" in url:
-        return "gemini"
-    if "/api/" in url and "openai" not in url:
-        return "ollama"
-    return "openai"
-
-
 def error_body(status: int, url: str, message: str | None = None) -> dict[str, Any]:
-    """The JSON error body the provider behind ``url`` sends with ``status``."""
+    """The JSON error body the provider behind ``url`` sends with ``status``, in the shape its
+    SDK parses (the OpenAI shape for a URL no provider dialect claims)."""
     reason = _REASONS.get(status, "Error")
     text = message or f"{reason} (injected by pytest-toolnexus)"
-    provider = _provider(url)
-    if provider == "anthropic":
-        kind = _ANTHROPIC_TYPES.get(
-            status, "api_error" if status >= 500 else "invalid_request_error"
-        )
-        return {"type": "error", "error": {"type": kind, "message": text}}
-    if provider == "gemini":
-        state = _GEMINI_STATUSES.get(status, "UNKNOWN")
-        return {"error": {"code": status, "message": text, "status": state}}
-    if provider == "ollama":
-        return {"error": text}
-    kind = {429: "rate_limit_exceeded"}.get(
-        status, "server_error" if status >= 500 else "invalid_request_error"
-    )
-    return {"error": {"message": text, "type": kind, "param": None, "code": kind}}
+    dialect = provider_of("POST", url) or provider_of("GET", url) or OPENAI_CHAT
+    return dialect.error_body(status, text)
 
 
 def _html(status: int) -> str:
@@ -290,7 +247,8 @@ class ErrorEventFault(Fault):
     """An error event inside a 200 stream after event ``after_event``; the stream then ends.
 
     ``style`` is ``"anthropic"`` (``event: error``), ``"openai"`` (a ``data:`` chunk carrying
-    ``error``), or ``"auto"`` to choose from the URL.
+    ``error``), or ``"auto"``: the error event of the dialect the URL speaks (the provider
+    layer's ``error_event``), or the ``"openai"`` chunk for one that has none.
     """
 
     after_event: int = 1
@@ -303,21 +261,16 @@ class ErrorEventFault(Fault):
     def shape(self, plan: Plan) -> Plan:
         kept = plan.pieces[: self.after_event]
         at = kept[-1][0] if kept else plan.t_headers
-        style = self.style
-        if style == "auto":
-            style = "anthropic" if _provider(_url_of(plan)) == "anthropic" else "openai"
-        if style == "anthropic":
-            payload = {
-                "type": "error",
-                "error": {"type": "overloaded_error", "message": self.message},
-            }
-            text = f"event: error\ndata: {json.dumps(payload)}\n\n"
-        else:
-            payload_openai = {
-                "error": {"message": self.message, "type": "server_error", "code": None}
-            }
-            text = f"data: {json.dumps(payload_openai)}\n\n"
-        pieces = [*kept, (at, text.encode())]
+        event: bytes | None = None
+        if self.style == "anthropic":
+            event = ANTHROPIC.error_event(self.message)
+        elif self.style == "auto":
+            url = _url_of(plan)
+            dialect = provider_of("POST", url) or provider_of("GET", url)
+            event = None if dialect is None else dialect.error_event(self.message)
+        if event is None:  # "openai", or a dialect with no error event of its own
+            event = OPENAI_CHAT.error_event(self.message)
+        pieces = [*kept, (at, event)]
         return replace(plan, pieces=pieces, end=at, streamed=True, has_value=False, error=None)
 
 

@@ -3,7 +3,7 @@
 Each interaction goes through the same steps as a live recording: the body's
 ``content-encoding`` is decoded and the headers that describe the wire form are dropped, a JSON
 body is stored parsed, an event stream is split into SSE events and NDJSON into lines, and the
-session's redaction (credential headers, credential query values, account keys) is applied.
+store's redaction (credential headers, credential query values, account keys) is applied.
 The secret scan then runs over the result, and nothing is written while it finds anything.
 
 vcrpy keeps no timing, so every SSE event and NDJSON line is stamped ``t = 0`` and each response
@@ -48,6 +48,7 @@ from ._import_vcr_fixture import FIXTURE_SOURCE, AnsweredRequest, fixture_respon
 from ._import_vcr_read import VcrImportError, default_dest, read_vcr
 from ._redact import redact_url
 from ._secrets import SecretScanner
+from ._store_redact import redacted
 from ._version import __version__
 
 __all__ = [
@@ -276,10 +277,6 @@ def convert(
 ) -> Converted:
     """Convert and redact every interaction; a problem with one is reported, not raised.
     With ``answers``, each raw item is a response-only fixture answering that request."""
-    # Imported here: the session module pulls in the replay machinery, which `show`, `check`
-    # and `diff` do not need.
-    from ._session import _redacted
-
     interactions: list[Interaction] = []
     summaries: list[str] = []
     problems: list[str] = []
@@ -290,7 +287,7 @@ def convert(
             label = _label(raw, answers)
             problems.append(scanner.mask(f"interaction #{number} ({label}): {exc}"))
             continue
-        safe = _redacted(interaction)
+        safe = redacted(interaction)
         interactions.append(safe)
         response = safe.response
         assert response is not None
@@ -438,7 +435,7 @@ def write_one(
             print(line if line.startswith(("  ", "Remove")) else f"error: {line}", file=err)
         return 1
     try:
-        outcome.cassette.save()
+        outcome.cassette.save(allow_secrets=allow_secrets)
     except CassetteError as exc:
         print(f"error: {exc}", file=err)
         return 1

@@ -20,6 +20,7 @@ from ._bodies import decode_body, keeps_content_length
 from ._errors import TransportCancelled, TransportError
 from ._headers import Headers
 from ._seam import AsyncByteStream, ByteStream, TransportRequest, TransportResponse
+from ._stream_kind import hands_on_stream
 
 __all__ = ["LiveTransport"]
 
@@ -60,6 +61,19 @@ def _seam_headers(lib_response: Any) -> Headers:
     if keeps_content_length(lib_response.request.method, lib_response.status_code):
         return headers.without("content-encoding", "transfer-encoding")
     return headers.without(*_WIRE_HEADERS)
+
+
+def _streams(request: TransportRequest, lib_response: Any, exact: bool) -> bool:
+    """Whether the answer goes on as a stream: the response decides (see ``_stream_kind``)."""
+    headers = Headers([(k.lower(), v) for k, v in lib_response.headers.raw])
+    return hands_on_stream(
+        headers,
+        method=request.method,
+        status=lib_response.status_code,
+        asked=request.stream,
+        bridged=exact,
+        incremental=exact,
+    )
 
 
 def _parsed_or_bytes(lib_response: Any, content: bytes, exact: bool) -> TransportResponse:
@@ -181,7 +195,7 @@ class LiveTransport:
         except lib.TransportError as exc:
             raise _compat.to_seam_error(exc) from exc
         cancellation = _Cancellation(request, lib_response)
-        if request.stream:
+        if _streams(request, lib_response, self._exact):
             # Closing a generator that never started skips its ``finally``, so a stream closed
             # unread must release the connection itself.
             def close() -> None:
@@ -217,7 +231,7 @@ class LiveTransport:
         except lib.TransportError as exc:
             raise _compat.to_seam_error(exc) from exc
         cancellation = _Cancellation(request, lib_response)
-        if request.stream:
+        if _streams(request, lib_response, self._exact):
 
             async def aclose() -> None:
                 cancellation.release()

@@ -384,7 +384,7 @@ def migrate(
     if write:
         for _, cassette, state in outcome.cassettes:
             if state == "write" and cassette is not None:
-                cassette.save()
+                cassette.save(allow_secrets=allow_secrets)
         for file, text in outcome.created.items():
             file.write_text(text, encoding="utf-8", newline="")
         for file, (old, rewrite) in outcome.rewrites.items():

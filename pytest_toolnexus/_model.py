@@ -28,6 +28,7 @@ from ._build import (
 )
 from ._headers import Headers
 from ._seam import AsyncByteStream, ByteStream, TransportRequest, TransportResponse
+from .providers import OPENAI_CHAT, provider_of
 
 __all__ = ["ModelReply", "ModelTransport", "Turn"]
 
@@ -170,7 +171,7 @@ def _sse(doc: Mapping[str, Any]) -> bytes:
 
 
 def _check(request: TransportRequest) -> TransportResponse | None:
-    if request.method != "POST" or not request.url.split("?", 1)[0].endswith("/chat/completions"):
+    if provider_of(request.method, request.url, request.headers) is not OPENAI_CHAT:
         return _problem(
             404,
             f"the in-process model answers POST .../chat/completions, not "

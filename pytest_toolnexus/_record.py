@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Final, cast
+from typing import cast
 
 from ._bodies import encode_json, is_json_type
 from ._cassette import (
@@ -34,6 +34,7 @@ from ._codings import decoded
 from ._errors import TransportCancelled, TransportError
 from ._eventstream import EventStreamError, FrameSplitter
 from ._headers import Headers
+from ._json_array import JsonArraySplitter
 from ._seam import (
     AsyncByteStream,
     AsyncTransport,
@@ -48,7 +49,9 @@ from ._seam import (
     acall,
     call,
 )
+from ._stream_kind import media_type, stream_kind
 from ._streams import NdjsonSplitter, SseParser, parse_json_text, storable
+from .providers import ends_stream
 
 __all__ = [
     "BodyRecorder",
@@ -59,14 +62,6 @@ __all__ = [
 
 Observer = Callable[[int, float], None]
 """Told ``(piece_number, real_monotonic_time)`` as each stored piece of a body completes."""
-
-_END_EVENTS: Final = frozenset({"message_stop", "response.completed", "response.done"})
-_NDJSON_TYPES: Final = ("application/x-ndjson", "application/jsonl", "application/json-seq")
-_EVENTSTREAM_TYPE: Final = "application/vnd.amazon.eventstream"
-
-
-def _media(headers: Headers) -> str:
-    return headers.get("content-type", "").split(";", 1)[0].strip().lower()
 
 
 def fixed_body(headers: Headers, body: JSONValue | bytes) -> Body:
@@ -110,21 +105,27 @@ def recorded_request(request: TransportRequest) -> RecordedRequest:
 
 
 class BodyRecorder:
-    """Builds the stored body of a streamed response from chunks as they arrive."""
+    """Builds the stored body of a streamed response from chunks as they arrive.
 
-    def __init__(self, headers: Headers) -> None:
-        media = _media(headers)
+    The content type decides the pieces: SSE events, NDJSON lines, AWS event stream frames,
+    the elements of a JSON array that arrives element by element, or byte chunks. ``asked``
+    says whether the request asked for a stream; a body of another type that it did not ask
+    for and that arrived in one chunk is stored whole (as text or bytes), not as one chunk.
+    """
+
+    def __init__(self, headers: Headers, *, asked: bool = True) -> None:
+        kind = stream_kind(headers.get("content-type", ""))
         self._headers = headers
-        self._sse: SseParser | None = SseParser() if media == "text/event-stream" else None
-        self._ndjson: NdjsonSplitter | None = NdjsonSplitter() if media in _NDJSON_TYPES else None
-        self._frames: FrameSplitter | None = FrameSplitter() if media == _EVENTSTREAM_TYPE else None
+        self._asked = asked
+        self._sse: SseParser | None = SseParser() if kind == "sse" else None
+        self._ndjson: NdjsonSplitter | None = NdjsonSplitter() if kind == "ndjson" else None
+        self._frames: FrameSplitter | None = FrameSplitter() if kind == "eventstream" else None
         self._broken = False
-        self._whole = (
-            self._sse is None
-            and self._ndjson is None
-            and self._frames is None
-            and is_json_type(media)
-        )
+        self._whole = kind is None and is_json_type(media_type(headers.get("content-type", "")))
+        self._array: JsonArraySplitter | None = JsonArraySplitter() if self._whole else None
+        self._element_times: list[float] = []
+        self._array_chunks = 0  # chunks that completed at least one array element
+        self._unreported = 0  # elements completed while they were all in one chunk
         self._events: list[dict[str, object]] = []
         self._buffer: list[bytes] = []
         # An event stream's raw chunks too (SSE or AWS), in case it turns out not to be one (or
@@ -167,25 +168,60 @@ class BodyRecorder:
                     self._broken = True
         elif self._whole:
             self._buffer.append(chunk)
+            return self._array_feed(chunk, t_ms)
         elif chunk:
             self._events.append({"t": round(t_ms, 3), "data": chunk})
         return len(self._events) - before
 
+    def _array_feed(self, chunk: bytes, t_ms: float) -> int:
+        """Counts the array elements this chunk completed, as pieces once the array has come
+        in more than one chunk (an array in one chunk is stored, and replayed, whole)."""
+        if self._array is None:
+            return 0
+        done = self._array.feed(chunk)
+        if self._array.broken:
+            self._array = None
+            return 0
+        if not done:
+            return 0
+        self._element_times.extend([t_ms] * done)
+        self._array_chunks += 1
+        if self._array_chunks == 1:
+            self._unreported = done
+            return 0
+        reported, self._unreported = done + self._unreported, 0
+        return reported
+
+    def _timed_array(self, whole: Body) -> Body:
+        """``whole`` with each element's time, when it is an array that came in pieces."""
+        array = self._array
+        if (
+            array is None
+            or not array.closed
+            or self._array_chunks < 2
+            or not isinstance(whole, JsonBody)
+            or not isinstance(whole.value, list)
+            or len(whole.value) != len(self._element_times)
+        ):
+            return whole
+        return JsonBody(whole.value, tuple(round(t, 3) for t in self._element_times))
+
     def reached_end_marker(self) -> bool:
-        """Whether the last piece so far is a provider's end-of-stream marker: ``[DONE]``
-        (OpenAI), ``message_stop`` (Anthropic), ``response.completed`` (OpenAI Responses), or
-        an NDJSON line with ``done: true`` (Ollama). A client that closes the body right there
+        """Whether the last piece so far is a provider dialect's end-of-stream marker (the
+        provider layer's ``ends_stream``: ``[DONE]``, ``message_stop``, ``response.completed``,
+        an NDJSON line with ``done: true``, ...). A client that closes the body right there
         has read all of it, even though the server had not closed it yet."""
+        if self._array is not None and self._array.closed:
+            return True
         if not self._events:
             return False
         last = self._events[-1]
         if self._sse is not None:
-            data = last.get("data")
-            name = last.get("event") or (data.get("type") if isinstance(data, dict) else None)
-            return last.get("text") == "[DONE]" or name in _END_EVENTS
+            name = last.get("event")
+            payload = last["data"] if "data" in last else last.get("text")
+            return ends_stream(name if isinstance(name, str) else None, payload)
         if self._ndjson is not None:
-            value = last.get("value")
-            return isinstance(value, dict) and value.get("done") is True
+            return ends_stream(None, last.get("value"))
         return False
 
     def _raw_body(self) -> ChunksBody:
@@ -220,7 +256,10 @@ class BodyRecorder:
                 return ChunksBody([{"t": round(t, 3), "data": chunk} for t, chunk in self._raw])
             return EventStreamBody(self._events, self._frames.finish())
         if self._whole:
-            return fixed_body(self._headers, b"".join(self._buffer))
+            return self._timed_array(fixed_body(self._headers, b"".join(self._buffer)))
+        if not self._asked and len(self._events) <= 1:
+            # Not asked for, and not a stream after all: the readable whole form.
+            return fixed_body(self._headers, b"".join(chunk for _, chunk in self._raw))
         return ChunksBody(self._events)
 
 
@@ -246,6 +285,7 @@ class _Recording:
         self._headers = Headers()
         self._t_headers = 0.0
         self._body: BodyRecorder | None = None
+        self._asked = request.stream
 
     def elapsed(self) -> float:
         return (real_monotonic() - self._start) * 1000.0
@@ -274,7 +314,7 @@ class _Recording:
         self._t_headers = self.elapsed()
         body = response.body
         if isinstance(body, ByteStream | AsyncByteStream):
-            self._body = BodyRecorder(response.headers)
+            self._body = BodyRecorder(response.headers, asked=self._asked)
             return
         if isinstance(body, Pushed):
             raise TransportError("recording needs a pull stream; the live transport pushed")

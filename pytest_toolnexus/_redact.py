@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -14,6 +15,7 @@ __all__ = [
     "CREDENTIAL_HEADERS",
     "CREDENTIAL_QUERY_PARAMS",
     "REDACTED",
+    "deep_mask_keys",
     "mask_keys",
     "mask_value",
     "redact_headers",
@@ -91,3 +93,61 @@ def mask_keys(value: Any, keys: frozenset[str] = ACCOUNT_KEYS) -> Any:
             return items
         return value
     return value
+
+
+class _Frame:
+    """One container being masked by :func:`deep_mask_keys`: what is left of it, and what
+    has been masked of it so far."""
+
+    __slots__ = ("changed", "container", "is_dict", "items", "out", "pending")
+
+    def __init__(self, container: dict[Any, Any] | list[Any]) -> None:
+        self.container = container
+        self.is_dict = isinstance(container, dict)
+        self.items: Iterator[tuple[Any, Any]] = (
+            iter(container.items()) if isinstance(container, dict) else iter(enumerate(container))
+        )
+        self.out: list[tuple[Any, Any]] = []
+        self.changed = False
+        self.pending: tuple[Any, Any] = (None, None)
+
+    def done(self) -> Any:
+        if not self.changed:
+            return self.container
+        return dict(self.out) if self.is_dict else [item for _, item in self.out]
+
+
+def deep_mask_keys(value: Any, keys: frozenset[str] = ACCOUNT_KEYS) -> Any:
+    """:func:`mask_keys` for a value nested at any depth, deeper than Python's recursion
+    limit included (a cassette written by hand, or by another tool, can hold one)."""
+    try:
+        return mask_keys(value, keys)
+    except RecursionError:
+        pass
+    # The same walk with a stack of its own, slower, so only for what recursion cannot reach.
+    stack = [_Frame(value)]
+    while True:
+        frame = stack[-1]
+        child: dict[Any, Any] | list[Any] | None = None
+        for key, item in frame.items:
+            if frame.is_dict and key in keys:
+                masked = mask_value(item)
+            elif isinstance(item, dict | list):
+                frame.pending = (key, item)
+                child = item
+                break
+            else:
+                masked = item
+            frame.changed = frame.changed or masked is not item
+            frame.out.append((key, masked))
+        if child is not None:
+            stack.append(_Frame(child))
+            continue
+        stack.pop()
+        result = frame.done()
+        if not stack:
+            return result
+        parent = stack[-1]
+        key, item = parent.pending
+        parent.changed = parent.changed or result is not item
+        parent.out.append((key, result))

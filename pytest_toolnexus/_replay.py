@@ -93,9 +93,12 @@ def plan_of(response: RecordedResponse, *, whole_bytes: bool = True) -> Plan:
     :class:`MalformedCassette` when it is reached. ``whole_bytes=False`` skips encoding a
     JSON body that will be handed over parsed."""
     body = response.body
-    streamed = isinstance(body, SseBody | NdjsonBody | ChunksBody | EventStreamBody)
+    timed_json = isinstance(body, JsonBody) and body.times is not None
+    streamed = timed_json or isinstance(body, SseBody | NdjsonBody | ChunksBody | EventStreamBody)
     pieces: Sequence[tuple[float, bytes]]
-    if isinstance(body, SseBody | NdjsonBody | ChunksBody | EventStreamBody):
+    if isinstance(body, SseBody | NdjsonBody | ChunksBody | EventStreamBody) or (
+        isinstance(body, JsonBody) and timed_json
+    ):
         pieces = _LazyPieces(body.pieces())
     elif isinstance(body, EmptyBody) or (isinstance(body, JsonBody) and not whole_bytes):
         pieces = []

@@ -7,54 +7,40 @@ This is the object the pytest plugin hands to tests as the ``cassette`` fixture,
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import email.utils
 import functools
-import hashlib
-import json
 import os
-import tempfile
 import threading
 import types
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, cast, get_args
 
 from ._bodies import wire_problem, wire_suspect
 from ._bridge import HTTPBridge
 from ._cassette import (
-    Body,
     Cassette,
-    EventStreamBody,
     Interaction,
-    JsonBody,
     MalformedCassette,
-    NdjsonBody,
     RecordedRequest,
-    SseBody,
-    TextBody,
     damage_reason,
     load_cassette,
 )
 from ._clock import Clock, InstantClock, RealClock, real_wall
 from ._errors import (
-    CassetteError,
     CassetteFormatError,
     CassetteMissError,
-    CassetteSetAsideWarning,
-    CassetteWriteError,
     RecorderWarning,
-    SecretFoundError,
     WireCheckError,
 )
 from ._faults import Fault, FaultSet, shape_all
 from ._live import LiveTransport
 from ._match import Index, Matcher, MatchRules
-from ._provenance import client_versions
+from ._miss import miss_error, missing_error, missing_message
 from ._record import RecordingTransport
-from ._redact import ACCOUNT_KEYS, mask_keys, redact_headers, redact_url
+from ._redact import redact_url
 from ._replay import Plan, Shaper, aplay, play
 from ._replay_check import DAMAGE, check_playable
 from ._seam import (
@@ -67,10 +53,10 @@ from ._seam import (
     async_side,
 )
 from ._secrets import SecretScanner, credential_environment
-from ._store_write import check_target, fingerprint, rescue, write_or_rescue
+from ._store_redact import redacted
+from ._store_write import RecordingWriter
 from ._timepatch import install as install_clock
 from ._timepatch import observe_sleeps
-from ._version import __version__
 from ._views import ProviderView, ViewError, view
 from ._virtual import Sleep, VirtualClock
 
@@ -90,7 +76,12 @@ RECORD_MODES: Final = get_args(RecordMode)
 TimingMode = Literal["virtual", "real", "instant"]
 TIMING_MODES: Final = get_args(TimingMode)
 
-_BODY_PREVIEW: Final = 240
+
+_SECRET_FIX: Final = (
+    "Redact them with the pytest_toolnexus_redact hook (redact= on a CassetteSession), or, "
+    "for a value that is a known fake, list it in allow_secrets."
+)
+"""The fix a write the secret scan refuses suggests."""
 
 
 class UnusedInteractionsWarning(UserWarning):
@@ -161,24 +152,6 @@ class _Turn:
     shape: Shaper | None
 
 
-def _summary(request: TransportRequest, scanner: SecretScanner) -> str:
-    """The request body for a miss message: masked whole, then cut, so a cut never leaves
-    part of a secret that the mask would no longer recognise."""
-    body = request.body
-    if body is None:
-        return "(no body)"
-    if isinstance(body, bytes):
-        size = len(body)
-        full = repr(body)
-    else:
-        full = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
-        size = len(full.encode())
-    masked = scanner.mask(full)
-    if len(masked) <= _BODY_PREVIEW:
-        return masked
-    return f"{masked[:_BODY_PREVIEW]} ... ({size} bytes in all)"
-
-
 class CassetteSession:
     """One cassette in use, with a record mode and a clock.
 
@@ -230,8 +203,6 @@ class CassetteSession:
         self._meta = dict(meta or {})
         self._on_unused = on_unused
         self._redact_hook = redact
-        self._before_write = before_write
-        self._run_id = run_id
         self._note = note
         self._allow_secrets = tuple(allow_secrets)
         self._wire_check = wire_check
@@ -265,11 +236,7 @@ class CassetteSession:
         # passes with no cassette, as it would with no plugin, and recording it writes none.
         self._not_found: str | None = None
         if record == "none" and not self.existed:
-            self._not_found = (
-                f"cassette {self.path} does not exist, and record mode 'none' only "
-                "replays. Record it once with record mode 'once' (pytest: "
-                "--cassette-record=once), then commit the file." + _note(note)
-            )
+            self._not_found = missing_message(self.path, note)
         elif record == "none" or (record in ("once", "new") and self.existed):
             cassette = self._load(record)
             loaded = cassette.interactions
@@ -289,11 +256,20 @@ class CassetteSession:
                     path=str(self.path),
                 ) from exc
         self._may_record = record in ("new", "all") or (record == "once" and not self.existed)
-        # What the file was when recording began: a different file at the write means another
-        # writer (another process, or a test of this run) wrote it meanwhile.
-        self._found_at_start = fingerprint(self.path) if self._may_record else None
-        if self._may_record:
-            check_target(self.path)
+        # Made before any request is sent: it refuses a path no write can succeed at, and
+        # notes what the file is now, to tell at the write whether another writer wrote it.
+        self._writer = (
+            RecordingWriter(
+                self.path,
+                run_id=run_id,
+                merge_always=record == "new",
+                replace_unreadable=record == "all",
+                before_write=before_write,
+                fix=_SECRET_FIX,
+            )
+            if self._may_record
+            else None
+        )
         if timing not in TIMING_MODES:
             raise ValueError(f"timing mode {timing!r} is not one of {', '.join(TIMING_MODES)}")
         self.timing: TimingMode = timing
@@ -534,11 +510,7 @@ class CassetteSession:
                 "the end of the block or test that used it"
             )
         if self._not_found is not None:
-            error = CassetteMissError(
-                f"{self._not_found} (The first request that needed it: {request.method} "
-                f"{redact_url(request.url)}.)",
-                path=str(self.path),
-            )
+            error = missing_error(self._not_found, self.path, request)
             self.misses.append(error)
             raise error
         if (
@@ -596,7 +568,7 @@ class CassetteSession:
         def keep(interaction: Interaction) -> None:
             if self._redact_hook is not None:
                 interaction = self._redact_hook(interaction)
-            safe = _redacted(interaction)
+            safe = redacted(interaction)
             with self._lock:
                 self._recorded[number] = safe
                 position = self._index.add(safe, played=True)
@@ -606,68 +578,15 @@ class CassetteSession:
         return keep
 
     def _miss(self, request: TransportRequest) -> CassetteMissError:
-        scanner = self._scanner()
-        total = len(self._index.interactions)
-        played = sum(self._index.played)
-        lines = [
-            f"No recorded interaction matches {request.method} {redact_url(request.url)}",
-            "",
-            f"  request body:  {_summary(request, scanner)}",
-            f"  cassette:      {self.path} ({total} interaction(s), {played} already played)",
-            f"  record mode:   {self.record_mode}",
-        ]
-        used = self._index.already_played(request)
-        if used:
-            lines += [
-                "",
-                f"The same request was recorded as interaction #{used[-1]}, and it was already "
-                "played: each recorded interaction plays once, so this request was sent more "
-                "times than when the cassette was recorded.",
-            ]
-            fixes = [
-                "record the cassette again if the extra request is intended "
-                "(record mode 'all'; pytest: --cassette-record=all)",
-                "or let a request replay more than once: allow_repeats=True",
-            ]
-        else:
-            nearest = self._index.nearest(request, limit=1, mask=scanner.mask)
-            paths: tuple[str, ...] = ()
-            query: tuple[str, ...] = ()
-            if nearest:
-                best = nearest[0]
-                query = best.query
-                state = "already played" if best.played else "not yet played"
-                lines += [
-                    "",
-                    f"Nearest recorded request: #{best.index} {best.request.method} "
-                    f"{best.request.url} ({state})",
-                ]
-                lines += [f"  {line}" for line in best.differences] or ["  (no difference?)"]
-                paths = best.ignorable
-            elif total == 0:
-                lines += ["", "The cassette has no interactions."]
-            fixes = [
-                "if the request changed on purpose, record the new one: record mode 'new' "
-                "(pytest: --cassette-record=new), or 'all' to record everything again",
-            ]
-            if paths:
-                names = ", ".join(repr(p) for p in paths[:3])
-                fixes.append(
-                    f"if those values change from run to run, ignore them: ignore_body=[{names}]"
-                )
-            if query:
-                names = ", ".join(repr(q) for q in query[:3])
-                fixes.append(f"if those query parameters do not matter: ignore_query=[{names}]")
-            if paths and self._meta.get("converted_from") == "vcrpy":
-                fixes.append(
-                    "this cassette was converted from vcrpy, whose default matching never "
-                    "compared bodies; to match as vcrpy did, use match_on='vcrpy'"
-                )
-        lines += ["", "How to fix:"] + [f"  - {fix}" for fix in fixes]
-        if self._note:
-            lines += ["", self._note]
-        # The message quotes the request: keep any secret in it out of logs and CI output.
-        return CassetteMissError(scanner.mask("\n".join(lines)), path=str(self.path))
+        return miss_error(
+            request,
+            path=self.path,
+            index=self._index,
+            record_mode=self.record_mode,
+            meta=self._meta,
+            note=self._note,
+            scanner=self._scanner(),
+        )
 
     # -- end of use -----------------------------------------------------------------------
 
@@ -768,86 +687,12 @@ class CassetteSession:
 
     def _write(self) -> None:
         recorded = self.recorded
-        if not recorded or self._discard:
+        if not recorded or self._discard or self._writer is None:
             return
-        with _file_lock(self.path):
-            on_disk, unreadable = self._on_disk()
-            # Merge with what is on disk now instead of overwriting it when it may hold what
-            # another writer recorded since this session began: a test of this run (perhaps
-            # on another xdist worker), or any other process that wrote the file meanwhile.
-            same_run = (
-                on_disk is not None
-                and self._run_id is not None
-                and on_disk.meta.get("run_id") == self._run_id
-            )
-            changed = fingerprint(self.path) != self._found_at_start
-            if on_disk is not None and (same_run or changed or self.record_mode == "new"):
-                base = list(on_disk.interactions)
-            else:
-                base = []
-            meta = {
-                **self._meta,
-                "recorded_at": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
-                "recorded_with": f"pytest-toolnexus {__version__}",
-                "versions": client_versions(),
-            }
-            if self._run_id is not None:
-                meta["run_id"] = self._run_id
-            cassette = Cassette(self.path, base + recorded, meta)
-            if self._before_write is not None:
-                self._before_write(cassette)
-            self._refuse_secrets(cassette)
-            data = cassette.to_bytes()
-            if unreadable is not None and self.record_mode != "all":
-                # The file became unreadable while this session recorded (it was readable,
-                # or absent, when it began): leave it for a person to look at.
-                rescued = rescue(self.path, data)
-                saved = (
-                    f"the recording was saved to {rescued}"
-                    if rescued is not None
-                    else "saving the recording to the temp folder failed too, so it is lost"
-                )
-                raise CassetteWriteError(
-                    f"cannot write cassette {self.path}: another writer left it unreadable "
-                    f"while this session recorded ({unreadable}). It was left as it is, and "
-                    f"{saved}. Restore the file, or record with record mode 'all'.",
-                    path=str(self.path),
-                    rescued=None if rescued is None else str(rescued),
-                )
-            kept = write_or_rescue(self.path, data, set_aside_first=unreadable is not None)
-            self.written = True
-            if kept is not None:
-                warnings.warn(
-                    CassetteSetAsideWarning(
-                        f"cassette {self.path} could not be read ({unreadable}); record mode "
-                        f"'all' recorded it again, and the old file is kept as {kept}"
-                    ),
-                    stacklevel=4,
-                )
-
-    def _on_disk(self) -> tuple[Cassette | None, str | None]:
-        """The cassette on disk now, or None; and, for a file that cannot be read, why."""
-        if not self.path.exists():
-            return None, None
-        try:
-            return load_cassette(self.path), None
-        except CassetteError as exc:
-            return None, str(exc).removeprefix(f"cassette {self.path} ")
-
-    def _refuse_secrets(self, cassette: Cassette) -> None:
-        hits = self._scanner().scan_cassette(cassette.meta, cassette.interactions)
-        if not hits:
-            return
-        listing = "\n".join(f"  - {hit}" for hit in hits[:10])
-        more = f"\n  ... and {len(hits) - 10} more" if len(hits) > 10 else ""
-        raise SecretFoundError(
-            f"cassette {self.path} was not written: it would hold {len(hits)} secret(s)\n"
-            f"{listing}{more}\n"
-            "Redact them with the pytest_toolnexus_redact hook (redact= on a CassetteSession), "
-            "or, "
-            "for a value that is a known fake, list it in allow_secrets.",
-            path=str(self.path),
-        )
+        set_aside = self._writer.write(recorded, self._meta, self._scanner())
+        self.written = True
+        if set_aside is not None:
+            warnings.warn(set_aside, stacklevel=4)
 
     def _report_recorder_problems(self) -> None:
         for problem in self.recorder_problems:
@@ -883,32 +728,6 @@ class CassetteSession:
         await self.aclose()
 
 
-def _note(note: str | None) -> str:
-    return f" {note}" if note else ""
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock on ``path``, held across processes (xdist workers).
-
-    The lock file lives in the temp folder, named after the cassette's absolute path, so the
-    cassette folder that users commit stays clean.
-    """
-    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24]
-    lock_path = Path(tempfile.gettempdir()) / f"pytest-toolnexus-{digest}.lock"
-    with open(lock_path, "a+b") as handle:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX
-            yield
-            return
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
 def _epoch_of(meta: Mapping[str, Any], interactions: list[Interaction]) -> float | None:
     """The wall time at which virtual replay starts: the first recorded ``Date`` header, else
     the recording's start, so HTTP-date ``Retry-After`` values read as they did live."""
@@ -924,70 +743,6 @@ def _epoch_of(meta: Mapping[str, Any], interactions: list[Interaction]) -> float
     if isinstance(epoch, int | float) and not isinstance(epoch, bool):
         return float(epoch)
     return None
-
-
-def _masked_text(text: str) -> str:
-    """JSON kept as text (numbers msgpack cannot carry, or a non-JSON content type) with its
-    account-identifier keys masked; any other text as it is."""
-    if not any(key in text for key in ACCOUNT_KEYS):
-        return text
-    try:
-        value = json.loads(text)
-        masked = mask_keys(value)
-    except (ValueError, RecursionError):
-        return text
-    if masked is value:
-        return text
-    return json.dumps(masked, ensure_ascii=False, separators=(",", ":"))
-
-
-def _masked_piece(piece: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    """One stored SSE event or NDJSON line with account-identifier keys masked."""
-    if key in piece:
-        masked: Mapping[str, Any] = mask_keys(dict(piece))
-        return masked
-    text = piece.get("text")
-    if isinstance(text, str):
-        safe = _masked_text(text)
-        if safe is not text:
-            return {**piece, "text": safe}
-    return piece
-
-
-def _masked_body(body: Body, *, in_text: bool = True) -> Body:
-    """``body`` with account-identifier keys masked, inside SSE, NDJSON and event stream
-    payloads too, and
-    (``in_text``) inside JSON that is stored as text. Request text bodies match live requests
-    byte for byte, so they are left as they are."""
-    if isinstance(body, JsonBody):
-        value = mask_keys(body.value)
-        return body if value is body.value else JsonBody(value)
-    if isinstance(body, TextBody) and in_text:
-        text = _masked_text(body.text)
-        return body if text is body.text else TextBody(text)
-    if isinstance(body, SseBody):
-        return SseBody([_masked_piece(e, "data") for e in body.events], body.tail)
-    if isinstance(body, NdjsonBody):
-        return NdjsonBody([_masked_piece(line, "value") for line in body.lines], body.tail)
-    if isinstance(body, EventStreamBody):
-        return EventStreamBody([_masked_piece(f, "payload") for f in body.frames], body.tail)
-    return body
-
-
-def _redacted(interaction: Interaction) -> Interaction:
-    request = interaction.request
-    safe_request = RecordedRequest(
-        request.method,
-        redact_url(request.url),
-        redact_headers(request.headers),
-        _masked_body(request.body, in_text=False),
-    )
-    response = interaction.response
-    if response is not None:
-        response = replace(
-            response, headers=redact_headers(response.headers), body=_masked_body(response.body)
-        )
-    return Interaction(safe_request, response, interaction.error)
 
 
 def use_cassette(

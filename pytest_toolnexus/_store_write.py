@@ -7,24 +7,38 @@ mount, a path through a file) is found before recording where it can be
 :class:`CassetteWriteError` names both files (:func:`write_or_rescue`). An unreadable cassette
 that record mode ``all`` replaces is kept beside it (:func:`set_aside`). :func:`fingerprint`
 tells a session whether another writer replaced the file while it was recording.
+
+:class:`RecordingWriter` is a recording session's write: under a lock held across processes,
+it merges the new interactions with what another writer put in the file meanwhile, sends the
+result through the store's gate (:mod:`._store_safe`: redaction, then the secret scan) and
+writes it atomically, or rescues it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import errno
+import hashlib
 import os
 import secrets
 import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from . import _cassette
-from ._errors import CassetteWriteError
+from ._errors import CassetteError, CassetteSetAsideWarning, CassetteWriteError
+from ._provenance import client_versions
+from ._secrets import SecretScanner
+from ._store_safe import safe_bytes
+from ._version import __version__
 
 __all__ = [
     "RESCUE_FOLDER",
+    "RecordingWriter",
     "check_target",
+    "file_lock",
     "fingerprint",
     "rescue",
     "set_aside",
@@ -131,3 +145,130 @@ def write_or_rescue(path: Path, data: bytes, *, set_aside_first: bool = False) -
             rescued=None if rescued is None else str(rescued),
         ) from exc
     return kept
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path``, held across processes (xdist workers).
+
+    The lock file lives in the temp folder, named after the cassette's absolute path, so the
+    cassette folder that users commit stays clean.
+    """
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24]
+    lock_path = Path(tempfile.gettempdir()) / f"pytest-toolnexus-{digest}.lock"
+    with open(lock_path, "a+b") as handle:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            yield
+            return
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+class RecordingWriter:
+    """Writes what one recording session recorded into its cassette file.
+
+    Made when recording may begin: it refuses a path no write can succeed at
+    (:func:`check_target`) and notes what the file is then (:func:`fingerprint`).
+    ``merge_always`` merges with the file on disk at every write (record mode ``new``);
+    otherwise the file is merged with only when it may hold another writer's recording: one of
+    the same run (``run_id``), or any writer that replaced it since. ``replace_unreadable``
+    (record mode ``all``) records over a file that cannot be read, keeping it aside;
+    otherwise such a file is left as it is and the recording rescued. ``fix`` ends the message
+    of a write the secret scan refuses.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        run_id: str | None,
+        merge_always: bool,
+        replace_unreadable: bool,
+        before_write: Callable[[_cassette.Cassette], None] | None,
+        fix: str,
+    ) -> None:
+        self.path = path
+        self._run_id = run_id
+        self._merge_always = merge_always
+        self._replace_unreadable = replace_unreadable
+        self._before_write = before_write
+        self._fix = fix
+        # What the file was when recording began: a different file at the write means another
+        # writer (another process, or a test of this run) wrote it meanwhile.
+        self._found_at_start = fingerprint(path)
+        check_target(path)
+
+    def write(
+        self,
+        recorded: Sequence[_cassette.Interaction],
+        meta: Mapping[str, Any],
+        scanner: SecretScanner,
+    ) -> CassetteSetAsideWarning | None:
+        """Merge, redact, scan and write ``recorded`` with ``meta`` (stamped with the time,
+        this library's version and the client versions). Returns the warning to give when an
+        unreadable file was set aside to make room (the caller gives it, from its own frame)."""
+        path = self.path
+        with file_lock(path):
+            on_disk, unreadable = self._on_disk()
+            # Merge with what is on disk now instead of overwriting it when it may hold what
+            # another writer recorded since this session began: a test of this run (perhaps
+            # on another xdist worker), or any other process that wrote the file meanwhile.
+            same_run = (
+                on_disk is not None
+                and self._run_id is not None
+                and on_disk.meta.get("run_id") == self._run_id
+            )
+            changed = fingerprint(path) != self._found_at_start
+            if on_disk is not None and (same_run or changed or self._merge_always):
+                base = list(on_disk.interactions)
+            else:
+                base = []
+            stamped = {
+                **meta,
+                "recorded_at": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
+                "recorded_with": f"pytest-toolnexus {__version__}",
+                "versions": client_versions(),
+            }
+            if self._run_id is not None:
+                stamped["run_id"] = self._run_id
+            cassette = _cassette.Cassette(path, base + list(recorded), stamped)
+            if self._before_write is not None:
+                self._before_write(cassette)
+            data = safe_bytes(cassette, scanner=scanner, fix=self._fix)
+            if unreadable is not None and not self._replace_unreadable:
+                # The file became unreadable while this session recorded (it was readable,
+                # or absent, when it began): leave it for a person to look at.
+                rescued = rescue(path, data)
+                saved = (
+                    f"the recording was saved to {rescued}"
+                    if rescued is not None
+                    else "saving the recording to the temp folder failed too, so it is lost"
+                )
+                raise CassetteWriteError(
+                    f"cannot write cassette {path}: another writer left it unreadable "
+                    f"while this session recorded ({unreadable}). It was left as it is, and "
+                    f"{saved}. Restore the file, or record with record mode 'all'.",
+                    path=str(path),
+                    rescued=None if rescued is None else str(rescued),
+                )
+            kept = write_or_rescue(path, data, set_aside_first=unreadable is not None)
+        if kept is None:
+            return None
+        return CassetteSetAsideWarning(
+            f"cassette {path} could not be read ({unreadable}); record mode 'all' recorded it "
+            f"again, and the old file is kept as {kept}"
+        )
+
+    def _on_disk(self) -> tuple[_cassette.Cassette | None, str | None]:
+        """The cassette on disk now, or None; and, for a file that cannot be read, why."""
+        if not self.path.exists():
+            return None, None
+        try:
+            return _cassette.load_cassette(self.path), None
+        except CassetteError as exc:
+            return None, str(exc).removeprefix(f"cassette {self.path} ")

@@ -15,13 +15,15 @@ import pytest
 PACKAGE = "pytest_toolnexus"
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / PACKAGE
 
-# The cassette store, with the framing, redaction and secret scan it applies before a write.
+# The cassette store, with the framing, redaction and secret scan it applies before a write
+# (``_store_redact``, ``_store_safe``) and the locked, merging writer (``_store_write``).
 STORE = (
     "_cassette",
     "_cassette_*",
     "_store*",
     "_format*",
     "_streams",
+    "_json_array",
     "_eventstream",
     "_redact",
     "_secrets",
@@ -45,17 +47,21 @@ PLUGIN = ("plugin", "_plugin*", "_hookspecs", "_settings", "_patch*", "conforman
 
 # Lowest first. A module belongs to the first pattern it matches.
 LAYERS: list[tuple[str, ...]] = [
-    # 0: leaves
-    ("_version", "_errors", "_headers", "_cfunc", "_provenance", "_mask", "_served"),
+    # 0: leaves, and the provider layer (one module per wire dialect): it imports nothing of
+    # the package, knowing nothing of transports or cassettes, so that the seam's body rules
+    # (a URL that asks for a stream) may ask it, as the recorder, faults, views, builder and
+    # check above do
+    ("_version", "_errors", "_headers", "_cfunc", "_provenance", "_mask", "_served", "providers*"),
     # 1: the seam
-    ("_cancel", "_seam", "_bodies", "_codings"),
+    ("_cancel", "_seam", "_bodies", "_codings", "_stream_kind"),
     # 2: httpx and httpx2 adapters, and the bridges for other HTTP libraries (aiohttp, ...)
     ("_compat", "_live", "_bridge", "_bridge_*"),
     # 3: the store
     STORE,
     # 4: record, replay and its faults, clocks, matching, the network tripwire, the sessions
     # that compose them, the builder of unrecorded cassettes and the in-process model on it
-    (*REPLAY_CORE, "_views*", "_session*", "_expect*", "_build*", "_model*"),
+    # (and the text of a miss, which reads the match index)
+    (*REPLAY_CORE, "_views*", "_miss", "_session*", "_expect*", "_build*", "_model*"),
     # 5: the pytest plugin (with its hooks, settings and client patching), the command line
     # (with import-vcr and migrate),
     # the public package and its public submodules
@@ -87,7 +93,8 @@ SAME_LAYER: dict[str, tuple[str, ...]] = {
     "_virtual*": ("_clock*",),
     "_timepatch": ("_clock*", "_virtual*"),
     "_faults*": ("_replay*",),
-    "_session*": (*REPLAY_CORE, "_views*"),
+    "_miss": ("_match*",),
+    "_session*": (*REPLAY_CORE, "_views*", "_miss"),
     "_expect*": ("_session*", "_clock*"),
     "_build*": ("_faults*",),
     "_model*": ("_build*",),
@@ -393,3 +400,60 @@ def test_modules_that_do_not_exist_yet_still_have_a_layer():
     assert pattern_of("_replay_faults") == (4, "_replay*")
     assert pattern_of("_plugin_hooks") == (5, "_plugin*")
     assert pattern_of("_brand_new") is None
+
+
+def private_names_reached(module: str, source: str) -> list[str]:
+    """A sentence for each private name (one leading underscore) ``source`` takes from another
+    module of the package: imported by name, or read as an attribute of an imported module."""
+    tree = ast.parse(source)
+    modules: dict[str, str] = {}  # local name -> package module it is bound to
+    problems = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        for found, alias in zip(imports_of(module, ast.unparse(node)), node.names, strict=True):
+            target = found.internal
+            if target is None or target == module:
+                continue
+            is_module = found.target.endswith("." + alias.name)
+            if is_module:
+                modules[alias.asname or alias.name] = target
+            elif alias.name.startswith("_") and not alias.name.startswith("__"):
+                problems.append(
+                    f"{PACKAGE}/{module}.py:{node.lineno} imports the private name "
+                    f"{alias.name} from {target}"
+                )
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
+            problems.append(
+                f"{PACKAGE}/{module}.py:{node.lineno} reads the private name "
+                f"{node.attr} of {modules[node.value.id]}"
+            )
+    return problems
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_no_module_reaches_into_another_modules_private_names(module):
+    problems = private_names_reached(module, _read(module))
+
+    assert not problems, "\n".join(problems)
+
+
+def test_the_private_name_check_sees_both_spellings():
+    source = (
+        "from ._session import _redacted, CassetteSession\n"
+        "from . import _cassette\n"
+        "_cassette._ms(1)\n"
+        "_cassette.write_atomic\n"
+    )
+
+    assert private_names_reached("_import_vcr", source) == [
+        f"{PACKAGE}/_import_vcr.py:1 imports the private name _redacted from _session",
+        f"{PACKAGE}/_import_vcr.py:3 reads the private name _ms of _cassette",
+    ]

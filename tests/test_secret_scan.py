@@ -80,7 +80,10 @@ def answer(location: str, secret: str) -> TransportResponse:
         line = json.dumps({"message": {"content": f"<{secret}>"}}) + "\n"
         return TransportResponse(200, NDJSON, ByteStream([b'{"done":false}\n', line.encode()]))
     if location == "chunk":
-        return TransportResponse(200, BYTES, ByteStream([f"prefix {secret} suffix".encode()]))
+        # Two chunks, the secret whole in the second: a stream the request did not ask for
+        # that came in one chunk would be stored whole, as text.
+        pieces = [b"prefix ", f"{secret} suffix".encode()]
+        return TransportResponse(200, BYTES, ByteStream(pieces))
     if location == "split-chunks":
         return TransportResponse(200, BYTES, ByteStream(list(split(secret))))
     if location == "text-body":

@@ -136,6 +136,18 @@ def test_a_gemini_json_array_stream_reads_as_one_answer():
     assert (answer.text, answer.finish_reason, answer.streamed) == ("Hello", "stop", True)
 
 
+def test_a_gemini_json_array_that_arrived_element_by_element_has_timed_deltas():
+    parts = [
+        {"candidates": [{"content": {"parts": [{"text": t}], "role": "model"}}]}
+        for t in ("Hel", "lo")
+    ]
+    url = f"{build.GEMINI_BASE}/gemini-2.5-flash:streamGenerateContent"
+    request = RecordedRequest("POST", url, Headers(), EmptyBody())
+    body = JsonBody(parts, (120.0, 250.5))
+    answer = view(Interaction(request, RecordedResponse(200, Headers(), body, 100.0, 260.0)))
+    assert answer.deltas == ((0.12, "Hel"), (0.2505, "lo"))
+
+
 def test_absent_usage_stays_absent_not_zero():
     body = {"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}]}
     usage = view(_answer(build.OPENAI_CHAT_URL, body)).usage

@@ -1,0 +1,139 @@
+"""Benchmark 5: serving a long recorded stream (issue 16, item 4).
+
+The 5 MB, ~17,000-event OpenAI stream of benchmark 2, read to its end through
+``httpx.Client.stream`` and ``iter_bytes``, three ways in one run:
+
+- the floor: the same events as a prebuilt list of byte chunks, served by an httpx
+  ``MockTransport`` (what any replay must at least cost);
+- toolnexus: a replay-only session (``timing="instant"``) opened on the cassette, the cassette
+  load included, as a test pays it;
+- vcrpy, which serves the joined body as one chunk.
+
+The goal is at most 2 us per event over the floor, and the first byte within 1 ms.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+from _common import Table, interleaved, ms, now, ratio, us, verdict
+from _fixtures import (
+    CHAT_URL,
+    STREAM_REQUEST,
+    big_stream,
+    sse_response_headers,
+    write_toolnexus_stream,
+    write_vcrpy_stream,
+)
+
+from pytest_toolnexus import CassetteSession, load_cassette
+from pytest_toolnexus._cassette import SseBody
+
+GOAL_PER_EVENT = 2e-6
+GOAL_FIRST_BYTE = 1e-3
+REPEATS = 5
+
+
+def _read(client: httpx.Client, size: int) -> float:
+    """Seconds to the first body byte of a streamed POST, read to its end."""
+    start = now()
+    first = 0.0
+    got = 0
+    with client.stream("POST", CHAT_URL, json=STREAM_REQUEST) as response:
+        for chunk in response.iter_bytes():
+            if not got:
+                first = now() - start
+            got += len(chunk)
+    assert got == size, (got, size)
+    return first
+
+
+def run(work: Path) -> tuple[list[Table], dict[str, float]]:
+    import vcr
+
+    wire, times = big_stream()
+    tn_path = work / "stream-serve.msgpack"
+    vcr_path = work / "stream-serve.yaml"
+    events = write_toolnexus_stream(tn_path, wire, times)
+    write_vcrpy_stream(vcr_path, wire)
+    response = load_cassette(tn_path).interactions[0].response
+    assert response is not None
+    stored = response.body
+    assert isinstance(stored, SseBody)
+    chunks = [piece for _, piece in stored.pieces()]  # the very pieces replay sends
+    assert b"".join(chunks) == wire
+    firsts: dict[str, list[float]] = {"floor": [], "toolnexus": [], "vcrpy": []}
+
+    def floor() -> None:
+        def handler(request: httpx.Request) -> httpx.Response:
+            return httpx.Response(200, headers=sse_response_headers(), stream=_Chunks(chunks))
+
+        with httpx.Client(transport=httpx.MockTransport(handler)) as client:
+            firsts["floor"].append(_read(client, len(wire)))
+
+    def toolnexus() -> None:
+        session = CassetteSession(tn_path, record="none", timing="instant")
+        with httpx.Client(transport=session.http_transport()) as client:
+            firsts["toolnexus"].append(_read(client, len(wire)))
+        session.close()
+
+    def vcrpy() -> None:
+        recorder = vcr.VCR(record_mode="none", match_on=("method", "uri", "body"))
+        with recorder.use_cassette(str(vcr_path)), httpx.Client() as client:
+            firsts["vcrpy"].append(_read(client, len(wire)))
+
+    (fl, fl_cpu), (tn, tn_cpu), (vc, _) = interleaved([floor, toolnexus, vcrpy], REPEATS)
+    per_event = (tn - fl) / events
+    per_event_cpu = (tn_cpu - fl_cpu) / events
+    first = statistics.median(firsts["toolnexus"][1:])
+    table = Table(
+        f"5. Serving a recorded {len(wire) / 1e6:.1f} MB stream of {events:,} events, "
+        "opened and read to the end",
+        ["what", "ms", "vs floor", "per event over floor", "goal", ""],
+    )
+    table.add("floor: prebuilt chunks via MockTransport", ms(fl), "1.00x", "", "", "")
+    table.add(
+        "toolnexus: open the cassette, replay",
+        ms(tn),
+        ratio(tn / fl),
+        f"{us(per_event)} us (CPU {us(per_event_cpu)} us)",
+        f"<= {us(GOAL_PER_EVENT)} us",
+        verdict(per_event <= GOAL_PER_EVENT),
+    )
+    table.add(
+        "  first byte",
+        ms(first),
+        "",
+        "",
+        f"<= {ms(GOAL_FIRST_BYTE)} ms",
+        verdict(first <= GOAL_FIRST_BYTE),
+    )
+    table.add("vcrpy: one 5 MB chunk", ms(vc), ratio(vc / fl), "", "", "info")
+    table.note(
+        f"toolnexus / vcrpy: {tn / vc:.2f}x. The floor yields the {len(chunks):,} chunks replay "
+        "yields, from a list; toolnexus loads the msgpack file, matches the request, and encodes "
+        "each stored event as it is pulled."
+    )
+    return [table], {"stream_per_event_us": per_event * 1e6, "stream_first_byte_ms": first * 1e3}
+
+
+class _Chunks(httpx.SyncByteStream):
+    def __init__(self, chunks: list[bytes]) -> None:
+        self._chunks = chunks
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._chunks
+
+
+if __name__ == "__main__":
+    from _common import remove_work_dir, work_dir
+
+    work = work_dir()
+    try:
+        for t in run(work)[0]:
+            print(t.render())
+    finally:
+        remove_work_dir(work)
