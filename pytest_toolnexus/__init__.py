@@ -1,4 +1,16 @@
-"""pytest-toolnexus: record and replay LLM and HTTP traffic through one Transport seam."""
+"""pytest-toolnexus: record and replay LLM and HTTP traffic through one Transport seam.
+
+The public API serves two audiences (README.md, "Public API"):
+
+- pytest users: the ``cassette`` handle (:class:`CassetteSession`, :func:`use_cassette` outside
+  pytest) and what it holds, the ``assert_*`` helpers, :class:`ModelTransport`, the modules
+  ``faults``, ``build`` and ``views``, and the errors and warnings a test may meet;
+- seam authors: :class:`Transport`, :class:`AsyncTransport`, :class:`DualTransport`, the request
+  and response types, the byte streams, :class:`Headers`, :class:`CancelToken`,
+  :class:`HTTPBridge`, :class:`LiveTransport`, and the transport errors.
+
+Every other module is private.
+"""
 
 from ._bridge import HTTPBridge
 from ._cancel import CancelToken
@@ -10,7 +22,6 @@ from ._cassette import (
     RecordedResponse,
     load_cassette,
 )
-from ._clock import Clock, InstantClock, RealClock
 from ._errors import (
     CassetteError,
     CassetteExpiredWarning,
@@ -40,43 +51,24 @@ from ._errors import (
 )
 from ._expect import assert_attempts, assert_incremental, assert_time_to_first_event, assert_waits
 from ._headers import Headers
-from ._live import AsyncLiveTransport, LiveTransport
-from ._match import MatchRules
-from ._model import AsyncModelTransport, ModelTransport
+from ._live import LiveTransport
+from ._model import ModelTransport
 from ._model import Turn as ModelTurn
-from ._record import AsyncRecordingTransport, RecordingTransport
 from ._seam import (
-    PUSHED,
     AsyncByteStream,
     AsyncTransport,
     ByteStream,
-    JSONValue,
-    Pushed,
+    DualTransport,
     Transport,
     TransportRequest,
     TransportResponse,
-    acall,
-    call,
-    check_response,
 )
-from ._session import (
-    AsyncReplayTransport,
-    CassetteSession,
-    ReplayTransport,
-    SentRequest,
-    UnusedInteractionsWarning,
-    use_cassette,
-)
+from ._session import CassetteSession, SentRequest, UnusedInteractionsWarning, use_cassette
 from ._version import __version__
-from ._virtual import Sleep, VirtualClock
+from ._virtual import Sleep
 
 __all__ = [
-    "PUSHED",
     "AsyncByteStream",
-    "AsyncLiveTransport",
-    "AsyncModelTransport",
-    "AsyncRecordingTransport",
-    "AsyncReplayTransport",
     "AsyncTransport",
     "ByteStream",
     "CancelToken",
@@ -90,33 +82,26 @@ __all__ = [
     "CassetteSetAsideWarning",
     "CassetteVersionError",
     "CassetteWriteError",
-    "Clock",
     "ConnectError",
     "ConnectTimeout",
     "ContractError",
+    "DualTransport",
     "HTTPBridge",
     "Headers",
-    "InstantClock",
     "Interaction",
-    "JSONValue",
     "LiveTransport",
-    "MatchRules",
     "ModelTransport",
     "ModelTurn",
     "NetworkBlockedError",
     "PoolTimeout",
-    "Pushed",
     "ReadError",
     "ReadTimeout",
-    "RealClock",
     "RecordedError",
     "RecordedRequest",
     "RecordedResponse",
     "RecorderWarning",
-    "RecordingTransport",
     "RemoteProtocolError",
     "ReplayError",
-    "ReplayTransport",
     "SecretFoundError",
     "SentRequest",
     "Sleep",
@@ -127,18 +112,14 @@ __all__ = [
     "TransportRequest",
     "TransportResponse",
     "UnusedInteractionsWarning",
-    "VirtualClock",
     "WireCheckError",
     "WriteError",
     "WriteTimeout",
     "__version__",
-    "acall",
     "assert_attempts",
     "assert_incremental",
     "assert_time_to_first_event",
     "assert_waits",
-    "call",
-    "check_response",
     "load_cassette",
     "use_cassette",
 ]

@@ -19,9 +19,12 @@ from ._seam import (
     AsyncByteStream,
     AsyncTransport,
     ByteStream,
+    DualTransport,
     Transport,
     TransportRequest,
+    TransportResponse,
     acall,
+    async_side,
     call,
 )
 
@@ -84,25 +87,50 @@ def _seam_request(lib_request: Any, content: bytes) -> TransportRequest:
     )
 
 
+def _library_response(lib: ModuleType, request: Any, response: TransportResponse) -> Any:
+    """The library response for a seam answer: a byte stream (sync or async, as the seam gave
+    it) pulled chunk by chunk, or the whole body."""
+    body = response.body
+    if isinstance(body, ByteStream | AsyncByteStream):
+        stream = (
+            _SyncPull(body, lib, request)
+            if isinstance(body, ByteStream)
+            else _AsyncPull(body, lib, request)
+        )
+        headers = response.headers.without("content-length")
+        return lib.Response(
+            response.status, headers=headers.wire_pairs(), stream=stream, request=request
+        )
+    pairs, content = wire_body(response, request.method)
+    wire = Headers(pairs).wire_pairs()
+    return lib.Response(response.status, headers=wire, content=content, request=request)
+
+
 class HTTPBridge(_compat.SyncTransportBase, _compat.AsyncTransportBase):
     """An httpx/httpx2 transport that serves every request from a seam Transport.
 
     >>> client = httpx2.Client(transport=HTTPBridge(my_transport))
 
-    Give ``transport`` for sync clients and ``async_transport`` for async ones (or both). The
-    response streams chunk by chunk as the seam yields; nothing is buffered.
+    Give ``transport`` for sync clients and ``async_transport`` for async ones. A
+    :class:`~pytest_toolnexus.DualTransport` (``LiveTransport``, ``ModelTransport``, a
+    cassette's ``transport``) given as ``transport`` serves async clients too, through its
+    ``acall``. The response streams chunk by chunk as the seam yields; nothing is buffered.
     """
 
     def __init__(
         self,
-        transport: Transport | None = None,
+        transport: Transport | DualTransport | None = None,
         *,
         async_transport: AsyncTransport | None = None,
     ) -> None:
         if transport is None and async_transport is None:
             raise TypeError("HTTPBridge needs a transport=, an async_transport=, or both")
         self._transport = transport
-        self._async_transport = async_transport
+        self._async_transport = (
+            async_transport if async_transport is not None else async_side(transport)
+        )
+        # What an async client's aclose() closes: the async transport, or the dual one.
+        self._async_owner: object = async_transport if async_transport is not None else transport
 
     def handle_request(self, request: Any) -> Any:
         if self._transport is None:
@@ -116,15 +144,7 @@ class HTTPBridge(_compat.SyncTransportBase, _compat.AsyncTransportBase):
             response = call(self._transport, seam_request)
         except TransportError as exc:
             raise _compat.to_library_error(lib, exc, request) from exc
-        if isinstance(response.body, ByteStream):
-            stream = _SyncPull(response.body, lib, request)
-            headers = response.headers.without("content-length")
-            return lib.Response(
-                response.status, headers=headers.wire_pairs(), stream=stream, request=request
-            )
-        pairs, content = wire_body(response, request.method)
-        wire = Headers(pairs).wire_pairs()
-        return lib.Response(response.status, headers=wire, content=content, request=request)
+        return _library_response(lib, request, response)
 
     async def handle_async_request(self, request: Any) -> Any:
         if self._async_transport is None:
@@ -138,15 +158,7 @@ class HTTPBridge(_compat.SyncTransportBase, _compat.AsyncTransportBase):
             response = await acall(self._async_transport, seam_request)
         except TransportError as exc:
             raise _compat.to_library_error(lib, exc, request) from exc
-        if isinstance(response.body, AsyncByteStream):
-            stream = _AsyncPull(response.body, lib, request)
-            headers = response.headers.without("content-length")
-            return lib.Response(
-                response.status, headers=headers.wire_pairs(), stream=stream, request=request
-            )
-        pairs, content = wire_body(response, request.method)
-        wire = Headers(pairs).wire_pairs()
-        return lib.Response(response.status, headers=wire, content=content, request=request)
+        return _library_response(lib, request, response)
 
     def close(self) -> None:
         close = getattr(self._transport, "close", None)
@@ -154,6 +166,6 @@ class HTTPBridge(_compat.SyncTransportBase, _compat.AsyncTransportBase):
             close()
 
     async def aclose(self) -> None:
-        aclose = getattr(self._async_transport, "aclose", None)
+        aclose = getattr(self._async_owner, "aclose", None)
         if callable(aclose):
             await aclose()

@@ -7,6 +7,8 @@ already carries encoded ``content`` is sent byte for byte.
 
 from __future__ import annotations
 
+import inspect
+import threading
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 from typing import Any
@@ -20,7 +22,7 @@ from ._headers import Headers
 from ._seam import AsyncByteStream, ByteStream, TransportRequest, TransportResponse
 from ._stream_kind import hands_on_stream
 
-__all__ = ["AsyncLiveTransport", "LiveTransport"]
+__all__ = ["LiveTransport"]
 
 # Headers that describe the wire form of a body this transport hands over decoded.
 _WIRE_HEADERS = ("content-encoding", "content-length", "transfer-encoding")
@@ -106,10 +108,23 @@ class _Cancellation:
             self._unregister = None
 
 
-class _Live:
-    """What both live transports hold: a client of their own, yours, or a bare transport."""
+def _is_async_client(client: Any) -> bool:
+    return inspect.iscoroutinefunction(getattr(client, "send", None))
 
-    _client_type: type
+
+class LiveTransport:
+    """A seam transport that talks to the network, sync and async (a
+    :class:`~pytest_toolnexus.DualTransport`): call it from sync code, ``await
+    transport.acall(request)`` from async code.
+
+    ``LiveTransport()`` owns its clients: a plain ``httpx.Client`` and ``httpx.AsyncClient``,
+    each made on the first request of its kind. Pass ``client=`` to send through your own
+    client (httpx or httpx2; a sync client serves sync calls, an async one async calls), or
+    ``transport=`` to send through an httpx/httpx2 transport directly, as the pytest plugin does
+    with a client's original transport (then ``library=`` names the module, httpx or httpx2,
+    whose requests that transport takes). A JSON answer is parsed for the seam; ``exact=True``
+    hands on the server's bytes instead.
+    """
 
     def __init__(
         self,
@@ -125,36 +140,58 @@ class _Live:
         # bridge passes them to a client, which must see what the server sent).
         self._exact = exact
         self._owns_client = client is None and transport is None
-        self._client: Any | None = self._client_type() if self._owns_client else client
+        self._lock = threading.Lock()
+        self._client: Any | None = None
+        self._async_client: Any | None = None
+        if client is not None:
+            if _is_async_client(client):
+                self._async_client = client
+            else:
+                self._client = client
         self._transport = transport
-        target = transport if transport is not None else self._client
+        target = transport if transport is not None else client
         self._lib = library if library is not None else _compat.library_of(target)
 
-
-class LiveTransport(_Live):
-    """A sync seam :class:`~pytest_toolnexus.Transport` that talks to the network.
-
-    ``LiveTransport()`` owns a plain ``httpx.Client``. Pass ``client=`` to send through your
-    own client (httpx or httpx2), or ``transport=`` to send through an httpx/httpx2 transport
-    directly, as the pytest plugin does with a client's original transport (then ``library=``
-    names the module, httpx or httpx2, whose requests that transport takes). A JSON answer
-    is parsed for the seam; ``exact=True`` hands on the server's bytes instead.
-    """
-
-    _client_type = httpx.Client
+    def _client_for(self, request: TransportRequest, *, asynchronous: bool) -> Any:
+        """The client that sends ``request``: the one given, or one of its own made now."""
+        client = self._async_client if asynchronous else self._client
+        if client is not None:
+            return client
+        if not self._owns_client:
+            given, caller = ("a sync", "async") if asynchronous else ("an async", "sync")
+            fix = (
+                "call the transport from sync code, or give LiveTransport an async client"
+                if asynchronous
+                else "await transport.acall(request) instead, or give LiveTransport a sync client"
+            )
+            raise TypeError(
+                f"this LiveTransport sends through {given} client, and {caller} code sent "
+                f"{request.method} {request.url}; {fix}"
+            )
+        with self._lock:
+            if asynchronous:
+                if self._async_client is None:
+                    self._async_client = httpx.AsyncClient()
+                return self._async_client
+            if self._client is None:
+                self._client = httpx.Client()
+            return self._client
 
     def __call__(self, request: TransportRequest) -> TransportResponse:
+        """Send ``request`` from sync code."""
         if request.cancel is not None:
             request.cancel.raise_if_cancelled()
         lib = self._lib
-        lib_request = _build(lib, request, self._client)
+        client: Any = (
+            None if self._transport is not None else self._client_for(request, asynchronous=False)
+        )
+        lib_request = _build(lib, request, client)
         try:
             if self._transport is not None:
                 lib_response = self._transport.handle_request(lib_request)
                 lib_response.request = lib_request
             else:
-                assert self._client is not None
-                lib_response = self._client.send(lib_request, stream=True)
+                lib_response = client.send(lib_request, stream=True)
         except lib.TransportError as exc:
             raise _compat.to_seam_error(exc) from exc
         cancellation = _Cancellation(request, lib_response)
@@ -176,6 +213,41 @@ class LiveTransport(_Live):
             lib_response.close()
         return _parsed_or_bytes(lib_response, content, self._exact)
 
+    async def acall(self, request: TransportRequest) -> TransportResponse:
+        """Send ``request`` from async code."""
+        if request.cancel is not None:
+            request.cancel.raise_if_cancelled()
+        lib = self._lib
+        client: Any = (
+            None if self._transport is not None else self._client_for(request, asynchronous=True)
+        )
+        lib_request = _build(lib, request, client)
+        try:
+            if self._transport is not None:
+                lib_response = await self._transport.handle_async_request(lib_request)
+                lib_response.request = lib_request
+            else:
+                lib_response = await client.send(lib_request, stream=True)
+        except lib.TransportError as exc:
+            raise _compat.to_seam_error(exc) from exc
+        cancellation = _Cancellation(request, lib_response)
+        if _streams(request, lib_response, self._exact):
+
+            async def aclose() -> None:
+                cancellation.release()
+                await lib_response.aclose()
+
+            return TransportResponse(
+                lib_response.status_code,
+                _seam_headers(lib_response),
+                AsyncByteStream(self._achunks(lib, lib_response, cancellation), aclose=aclose),
+            )
+        try:
+            content = b"".join([c async for c in self._achunks(lib, lib_response, cancellation)])
+        finally:
+            await lib_response.aclose()
+        return _parsed_or_bytes(lib_response, content, self._exact)
+
     @staticmethod
     def _chunks(lib: ModuleType, lib_response: Any, cancellation: _Cancellation) -> Iterator[bytes]:
         try:
@@ -190,57 +262,8 @@ class LiveTransport(_Live):
             cancellation.release()
             lib_response.close()
 
-    def close(self) -> None:
-        """Close the client this transport created (never one that was passed in)."""
-        if self._owns_client and self._client is not None:
-            self._client.close()
-
-    def __enter__(self) -> LiveTransport:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-class AsyncLiveTransport(_Live):
-    """The async mirror of :class:`LiveTransport`, over ``httpx.AsyncClient``."""
-
-    _client_type = httpx.AsyncClient
-
-    async def __call__(self, request: TransportRequest) -> TransportResponse:
-        if request.cancel is not None:
-            request.cancel.raise_if_cancelled()
-        lib = self._lib
-        lib_request = _build(lib, request, self._client)
-        try:
-            if self._transport is not None:
-                lib_response = await self._transport.handle_async_request(lib_request)
-                lib_response.request = lib_request
-            else:
-                assert self._client is not None
-                lib_response = await self._client.send(lib_request, stream=True)
-        except lib.TransportError as exc:
-            raise _compat.to_seam_error(exc) from exc
-        cancellation = _Cancellation(request, lib_response)
-        if _streams(request, lib_response, self._exact):
-
-            async def aclose() -> None:
-                cancellation.release()
-                await lib_response.aclose()
-
-            return TransportResponse(
-                lib_response.status_code,
-                _seam_headers(lib_response),
-                AsyncByteStream(self._chunks(lib, lib_response, cancellation), aclose=aclose),
-            )
-        try:
-            content = b"".join([c async for c in self._chunks(lib, lib_response, cancellation)])
-        finally:
-            await lib_response.aclose()
-        return _parsed_or_bytes(lib_response, content, self._exact)
-
     @staticmethod
-    async def _chunks(
+    async def _achunks(
         lib: ModuleType, lib_response: Any, cancellation: _Cancellation
     ) -> AsyncIterator[bytes]:
         try:
@@ -255,12 +278,26 @@ class AsyncLiveTransport(_Live):
             cancellation.release()
             await lib_response.aclose()
 
-    async def aclose(self) -> None:
-        """Close the client this transport created (never one that was passed in)."""
+    def close(self) -> None:
+        """Close the sync client this transport made (never one that was passed in)."""
         if self._owns_client and self._client is not None:
-            await self._client.aclose()
+            self._client.close()
 
-    async def __aenter__(self) -> AsyncLiveTransport:
+    async def aclose(self) -> None:
+        """Close the clients this transport made, async and sync (never one passed in)."""
+        try:
+            if self._owns_client and self._async_client is not None:
+                await self._async_client.aclose()
+        finally:
+            self.close()
+
+    def __enter__(self) -> LiveTransport:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> LiveTransport:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

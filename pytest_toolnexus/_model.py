@@ -30,7 +30,7 @@ from ._headers import Headers
 from ._seam import AsyncByteStream, ByteStream, TransportRequest, TransportResponse
 from .providers import OPENAI_CHAT, provider_of
 
-__all__ = ["AsyncModelTransport", "ModelReply", "ModelTransport", "Turn"]
+__all__ = ["ModelReply", "ModelTransport", "Turn"]
 
 Piece: TypeAlias = str | ToolCall
 ModelReply: TypeAlias = str | ToolCall | Mapping[str, Any] | Iterable[Piece]
@@ -183,35 +183,48 @@ def _check(request: TransportRequest) -> TransportResponse | None:
 
 
 class ModelTransport:
-    """A sync seam transport whose answers come from ``model(turn)``.
+    """A seam transport, sync and async (a :class:`~pytest_toolnexus.DualTransport`), whose
+    answers come from ``model(turn)``.
 
-    ``model`` receives a :class:`Turn` and returns a :data:`ModelReply`. A streaming request
-    gets chunks on ``cadence`` (``time.sleep`` between them, so the virtual clock applies).
+    ``model`` receives a :class:`Turn` and returns a :data:`ModelReply`. Calling the transport
+    serves sync code, ``await transport.acall(request)`` async code, and ``HTTPBridge(transport)``
+    both. From async code ``model`` may also be a coroutine function or an async generator
+    function. A streaming request gets chunks on ``cadence`` (``time.sleep`` between them from
+    sync code, ``anyio.sleep`` from async code, so the virtual clock applies).
     """
 
     def __init__(
         self,
-        model: Callable[[Turn], ModelReply],
+        model: Callable[[Turn], Any],
         *,
         cadence: Cadence = DEFAULT_CADENCE,
         name: str = "in-process-model",
     ) -> None:
-        if inspect.iscoroutinefunction(model) or inspect.isasyncgenfunction(model):
-            raise TypeError("ModelTransport takes a plain function; use AsyncModelTransport")
         self._model = model
         self._cadence = cadence
         self._name = name
         self._count = 0
+        self._asynchronous = inspect.iscoroutinefunction(model) or inspect.isasyncgenfunction(model)
         self.turns: list[Turn] = []
 
-    def __call__(self, request: TransportRequest) -> TransportResponse:
-        problem = _check(request)
-        if problem is not None:
-            return problem
+    def _turn(self, request: TransportRequest) -> tuple[_Conversation, Turn]:
         self._count += 1
         talk = _Conversation(request, self._name, self._count)
         turn = talk.turn()
         self.turns.append(turn)
+        return talk, turn
+
+    def __call__(self, request: TransportRequest) -> TransportResponse:
+        if self._asynchronous:
+            raise TypeError(
+                f"this ModelTransport's model is an async function, and sync code sent "
+                f"{request.method} {request.url}; send from async code (an async client, or "
+                "await transport.acall(request)), or give a plain function"
+            )
+        problem = _check(request)
+        if problem is not None:
+            return problem
+        talk, turn = self._turn(request)
         reply = self._model(turn)
         if not talk.stream:
             for piece in _pieces_of(reply):
@@ -219,6 +232,21 @@ class ModelTransport:
             time.sleep(self._cadence.ttft)
             return TransportResponse(200, _JSON, talk.completion())
         return TransportResponse(200, _SSE, ByteStream(self._stream(talk, reply)))
+
+    async def acall(self, request: TransportRequest) -> TransportResponse:
+        problem = _check(request)
+        if problem is not None:
+            return problem
+        talk, turn = self._turn(request)
+        reply = self._model(turn)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        if not talk.stream:
+            async for piece in _apieces_of(reply):
+                talk.chunks_for(piece)
+            await anyio.sleep(self._cadence.ttft)
+            return TransportResponse(200, _JSON, talk.completion())
+        return TransportResponse(200, _SSE, AsyncByteStream(self._astream(talk, reply)))
 
     def _stream(self, talk: _Conversation, reply: ModelReply) -> Iterator[bytes]:
         times = self._cadence
@@ -232,43 +260,7 @@ class ModelTransport:
             yield b"".join(talk.chunks_for(piece))
         yield talk.closing()
 
-
-class AsyncModelTransport:
-    """The async mirror of :class:`ModelTransport`; ``model`` may be a coroutine function or an
-    async generator function, or a plain function."""
-
-    def __init__(
-        self,
-        model: Callable[[Turn], Any],
-        *,
-        cadence: Cadence = DEFAULT_CADENCE,
-        name: str = "in-process-model",
-    ) -> None:
-        self._model = model
-        self._cadence = cadence
-        self._name = name
-        self._count = 0
-        self.turns: list[Turn] = []
-
-    async def __call__(self, request: TransportRequest) -> TransportResponse:
-        problem = _check(request)
-        if problem is not None:
-            return problem
-        self._count += 1
-        talk = _Conversation(request, self._name, self._count)
-        turn = talk.turn()
-        self.turns.append(turn)
-        reply = self._model(turn)
-        if inspect.isawaitable(reply):
-            reply = await reply
-        if not talk.stream:
-            async for piece in _apieces_of(reply):
-                talk.chunks_for(piece)
-            await anyio.sleep(self._cadence.ttft)
-            return TransportResponse(200, _JSON, talk.completion())
-        return TransportResponse(200, _SSE, AsyncByteStream(self._stream(talk, reply)))
-
-    async def _stream(self, talk: _Conversation, reply: Any) -> AsyncIterator[bytes]:
+    async def _astream(self, talk: _Conversation, reply: Any) -> AsyncIterator[bytes]:
         times = self._cadence
         await anyio.sleep(times.headers)
         yield talk.opening()

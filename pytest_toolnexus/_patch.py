@@ -25,46 +25,40 @@ from urllib.parse import urlsplit
 
 from . import _compat
 from ._bridge import HTTPBridge
-from ._live import AsyncLiveTransport, LiveTransport
+from ._live import LiveTransport
 from ._seam import TransportRequest, TransportResponse
 from ._served import is_sending, sending
 from ._session import CassetteSession
 
-__all__ = ["AsyncDirectLive", "DirectLive", "host_allowed", "patch_http_clients"]
+__all__ = ["DirectLive", "host_allowed", "patch_http_clients"]
 
 
 class DirectLive:
-    """The session's own sync client to the network, which the patch lets through.
+    """The session's own client to the network, sync and async, which the patch lets through.
 
     Without it, a seam transport recording through a plain client would pass through the
-    patched ``HTTPTransport`` and be recorded twice. The client is made on first use.
+    patched ``HTTPTransport`` and be recorded twice. The clients are made on first use.
     """
 
     def __init__(self) -> None:
         self._live: LiveTransport | None = None
 
-    def __call__(self, request: TransportRequest) -> TransportResponse:
+    def _transport(self) -> LiveTransport:
         if self._live is None:
             self._live = LiveTransport()
+        return self._live
+
+    def __call__(self, request: TransportRequest) -> TransportResponse:
         with sending(request.url):
-            return self._live(request)
+            return self._transport()(request)
+
+    async def acall(self, request: TransportRequest) -> TransportResponse:
+        with sending(request.url):
+            return await self._transport().acall(request)
 
     def close(self) -> None:
         if self._live is not None:
             self._live.close()
-
-
-class AsyncDirectLive:
-    """The async mirror of :class:`DirectLive`."""
-
-    def __init__(self) -> None:
-        self._live: AsyncLiveTransport | None = None
-
-    async def __call__(self, request: TransportRequest) -> TransportResponse:
-        if self._live is None:
-            self._live = AsyncLiveTransport()
-        with sending(request.url):
-            return await self._live(request)
 
 
 def host_allowed(host: str, allowed: Iterable[str]) -> bool:
@@ -127,7 +121,7 @@ def patch_http_clients(
     def async_bridge(transport: Any, lib: ModuleType, send: Callable[..., Any]) -> HTTPBridge:
         bridge = bridges.get(transport)
         if bridge is None:
-            live = AsyncLiveTransport(transport=_Original(transport, send), library=lib, exact=True)
+            live = LiveTransport(transport=_Original(transport, send), library=lib, exact=True)
             bridge = HTTPBridge(async_transport=session.async_transport_for(live))
             bridges[transport] = bridge
         return bridge

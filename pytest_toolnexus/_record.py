@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
+from typing import cast
 
 from ._bodies import encode_json, is_json_type
 from ._cassette import (
@@ -38,6 +39,7 @@ from ._seam import (
     AsyncByteStream,
     AsyncTransport,
     ByteStream,
+    DualTransport,
     JSONValue,
     Pushed,
     RequestBody,
@@ -52,7 +54,6 @@ from ._streams import NdjsonSplitter, SseParser, parse_json_text, storable
 from .providers import ends_stream
 
 __all__ = [
-    "AsyncRecordingTransport",
     "BodyRecorder",
     "RecordingTransport",
     "fixed_body",
@@ -403,14 +404,26 @@ def _error_of(exc: BaseException, t_ms: float) -> RecordedError:
     return RecordedError(kind, message, t_ms)
 
 
-class _Recorder:
-    """What the sync and async recording transports share: the recordings in flight."""
+class RecordingTransport:
+    """A seam transport, sync and async (a :class:`~._seam.DualTransport`), that sends through
+    ``live`` and hands each finished interaction to ``on_record``, while the client reads every
+    chunk as it arrives. Calling it sends through ``live`` from sync code; ``acall`` sends
+    through ``live``'s async side (``live.acall``, or ``live`` itself when it is an async
+    callable).
+
+    An interaction is finished when its stream ends, fails, or is closed by the client (then it
+    is marked incomplete). ``on_record`` is called exactly once per request; a call may pass
+    its own ``on_record`` (to know which request an interaction belongs to), and ``on_end``,
+    called when the client has read the whole answer.
+    """
 
     def __init__(
         self,
+        live: Transport | AsyncTransport | DualTransport,
         on_record: Callable[[Interaction], None],
         on_problem: Callable[[str], None] | None = None,
     ) -> None:
+        self._live = live
         self._on_record = on_record
         self._on_problem = on_problem
         self._inflight = _Inflight()
@@ -432,26 +445,6 @@ class _Recorder:
         recording.on_problem = self._on_problem
         return recording
 
-
-class RecordingTransport(_Recorder):
-    """A sync seam transport that sends through ``live`` and hands each finished interaction to
-    ``on_record``, while the client reads every chunk as it arrives.
-
-    An interaction is finished when its stream ends, fails, or is closed by the client (then it
-    is marked incomplete). ``on_record`` is called exactly once per request; a call may pass
-    its own ``on_record`` (to know which request an interaction belongs to), and ``on_end``,
-    called when the client has read the whole answer.
-    """
-
-    def __init__(
-        self,
-        live: Transport,
-        on_record: Callable[[Interaction], None],
-        on_problem: Callable[[str], None] | None = None,
-    ) -> None:
-        super().__init__(on_record, on_problem)
-        self._live = live
-
     def __call__(
         self,
         request: TransportRequest,
@@ -462,14 +455,34 @@ class RecordingTransport(_Recorder):
     ) -> TransportResponse:
         recording = self._start(request, observe, on_record, on_end)
         try:
-            response = call(self._live, request)
+            response = call(cast(Transport, self._live), request)
         except Exception as exc:
             recording.failed(exc)
             raise
-        recording.answered(response)
-        body = response.body
-        if not isinstance(body, ByteStream):
-            return response
+        return _teed(recording, response)
+
+    async def acall(
+        self,
+        request: TransportRequest,
+        *,
+        observe: Observer | None = None,
+        on_record: Callable[[Interaction], None] | None = None,
+        on_end: Callable[[], None] | None = None,
+    ) -> TransportResponse:
+        recording = self._start(request, observe, on_record, on_end)
+        try:
+            response = await acall(cast(AsyncTransport, self._live), request)
+        except Exception as exc:
+            recording.failed(exc)
+            raise
+        return _teed(recording, response)
+
+
+def _teed(recording: _Recording, response: TransportResponse) -> TransportResponse:
+    """``response``, its stream (sync or async) teed into ``recording``."""
+    recording.answered(response)
+    body = response.body
+    if isinstance(body, ByteStream):
 
         def abandon() -> None:
             try:
@@ -477,9 +490,19 @@ class RecordingTransport(_Recorder):
             finally:
                 body.close()
 
-        return TransportResponse(
-            response.status, response.headers, ByteStream(_tee(body, recording), close=abandon)
-        )
+        teed: ByteStream | AsyncByteStream = ByteStream(_tee(body, recording), close=abandon)
+    elif isinstance(body, AsyncByteStream):
+
+        async def aabandon() -> None:
+            try:
+                recording.ended(complete=False)
+            finally:
+                await body.aclose()
+
+        teed = AsyncByteStream(_atee(body, recording), aclose=aabandon)
+    else:
+        return response
+    return TransportResponse(response.status, response.headers, teed)
 
 
 def _tee(stream: ByteStream, recording: _Recording) -> Iterator[bytes]:
@@ -498,50 +521,6 @@ def _tee(stream: ByteStream, recording: _Recording) -> Iterator[bytes]:
         recording.ended(complete=True)
     finally:
         stream.close()
-
-
-class AsyncRecordingTransport(_Recorder):
-    """The async mirror of :class:`RecordingTransport`."""
-
-    def __init__(
-        self,
-        live: AsyncTransport,
-        on_record: Callable[[Interaction], None],
-        on_problem: Callable[[str], None] | None = None,
-    ) -> None:
-        super().__init__(on_record, on_problem)
-        self._live = live
-
-    async def __call__(
-        self,
-        request: TransportRequest,
-        *,
-        observe: Observer | None = None,
-        on_record: Callable[[Interaction], None] | None = None,
-        on_end: Callable[[], None] | None = None,
-    ) -> TransportResponse:
-        recording = self._start(request, observe, on_record, on_end)
-        try:
-            response = await acall(self._live, request)
-        except Exception as exc:
-            recording.failed(exc)
-            raise
-        recording.answered(response)
-        body = response.body
-        if not isinstance(body, AsyncByteStream):
-            return response
-
-        async def abandon() -> None:
-            try:
-                recording.ended(complete=False)
-            finally:
-                await body.aclose()
-
-        return TransportResponse(
-            response.status,
-            response.headers,
-            AsyncByteStream(_atee(body, recording), aclose=abandon),
-        )
 
 
 async def _atee(stream: AsyncByteStream, recording: _Recording) -> AsyncIterator[bytes]:

@@ -7,9 +7,17 @@ body or a byte stream. Nothing in this module knows about httpx, cassettes or py
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+)
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol, TypeAlias, final
+from typing import Any, Final, Protocol, TypeAlias, cast, final
 
 from ._cancel import CancelToken
 from ._errors import ContractError
@@ -21,6 +29,7 @@ __all__ = [
     "AsyncByteStream",
     "AsyncTransport",
     "ByteStream",
+    "DualTransport",
     "JSONValue",
     "Pushed",
     "RequestBody",
@@ -29,6 +38,7 @@ __all__ = [
     "TransportRequest",
     "TransportResponse",
     "acall",
+    "async_side",
     "call",
     "check_response",
 ]
@@ -177,7 +187,8 @@ class TransportRequest:
     set, is the exact bytes a client already encoded; a transport that writes to a wire sends
     those bytes instead of encoding ``body`` again. ``stream`` asks for a byte-stream answer.
     ``cancel`` is observed by the transport. ``on_event`` is the push spelling of streaming:
-    a transport that honours it calls it with each chunk and answers with :data:`PUSHED`.
+    a transport that honours it calls it with each chunk and answers with
+    :meth:`TransportResponse.pushed`.
     ``timeout`` is the read timeout in seconds, for transports that touch a network.
     """
 
@@ -224,6 +235,20 @@ class TransportResponse:
         """True when the body is a parsed JSON value."""
         return not isinstance(self.body, bytes | ByteStream | AsyncByteStream | Pushed)
 
+    @property
+    def is_pushed(self) -> bool:
+        """True when the body already went, chunk by chunk, to ``request.on_event``."""
+        return isinstance(self.body, Pushed)
+
+    @classmethod
+    def pushed(
+        cls,
+        status: int,
+        headers: Headers | Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+    ) -> TransportResponse:
+        """The answer of a transport that pushed every chunk to ``request.on_event``."""
+        return cls(status, Headers(headers), PUSHED)
+
 
 class Transport(Protocol):
     """The sync seam: any callable from :class:`TransportRequest` to :class:`TransportResponse`."""
@@ -235,6 +260,28 @@ class AsyncTransport(Protocol):
     """The async seam: an async callable from request to response."""
 
     def __call__(self, request: TransportRequest, /) -> Awaitable[TransportResponse]: ...
+
+
+class DualTransport(Protocol):
+    """One object that serves both seams, as httpx's ``MockTransport`` serves both clients:
+    calling it is the sync seam, and ``await transport.acall(request)`` the async one.
+
+    :class:`~pytest_toolnexus.HTTPBridge` and the recorder use ``acall`` for async callers, so
+    one such object serves a sync and an async client alike.
+    """
+
+    def __call__(self, request: TransportRequest, /) -> TransportResponse: ...
+
+    async def acall(self, request: TransportRequest, /) -> TransportResponse: ...
+
+
+def async_side(transport: object) -> AsyncTransport | None:
+    """The async entry of a :class:`DualTransport` (its ``acall``), or None for any other
+    object."""
+    entry = getattr(transport, "acall", None)
+    if entry is not None and inspect.iscoroutinefunction(entry):
+        return cast(AsyncTransport, entry)
+    return None
 
 
 def _describe(request: TransportRequest) -> str:
@@ -306,8 +353,12 @@ def call(transport: Transport, request: TransportRequest) -> TransportResponse:
     return check_response(request, transport(request), asynchronous=False)
 
 
-async def acall(transport: AsyncTransport, request: TransportRequest) -> TransportResponse:
-    """Send ``request`` through an async transport and check the answer against the seam rules."""
+async def acall(
+    transport: AsyncTransport | DualTransport, request: TransportRequest
+) -> TransportResponse:
+    """Send ``request`` through an async transport (or the async side of a
+    :class:`DualTransport`) and check the answer against the seam rules."""
     if request.cancel is not None:
         request.cancel.raise_if_cancelled()
-    return check_response(request, await transport(request), asynchronous=True)
+    entry = async_side(transport) or cast(AsyncTransport, transport)
+    return check_response(request, await entry(request), asynchronous=True)

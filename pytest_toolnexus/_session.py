@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import functools
 import os
 import threading
 import types
@@ -15,7 +16,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal, get_args
+from typing import Any, Final, Literal, cast, get_args
 
 from ._bodies import wire_problem, wire_suspect
 from ._bridge import HTTPBridge
@@ -36,14 +37,22 @@ from ._errors import (
 )
 from ._faults import Fault, FaultSet, shape_all
 from ._install import Installation, SessionClosedError, State
-from ._live import AsyncLiveTransport, LiveTransport
+from ._live import LiveTransport
 from ._match import Index, Matcher, MatchRules
 from ._miss import miss_error, missing_error, missing_message
-from ._record import AsyncRecordingTransport, RecordingTransport
+from ._record import RecordingTransport
 from ._redact import redact_url
 from ._replay import Plan, Shaper, aplay, play
 from ._replay_check import DAMAGE, check_playable
-from ._seam import AsyncTransport, RequestBody, Transport, TransportRequest, TransportResponse
+from ._seam import (
+    AsyncTransport,
+    DualTransport,
+    RequestBody,
+    Transport,
+    TransportRequest,
+    TransportResponse,
+    async_side,
+)
 from ._secrets import SecretScanner, credential_environment
 from ._store_redact import redacted
 from ._store_write import RecordingWriter
@@ -55,10 +64,8 @@ from ._virtual import Sleep, VirtualClock
 __all__ = [
     "RECORD_MODES",
     "TIMING_MODES",
-    "AsyncReplayTransport",
     "CassetteSession",
     "RecordMode",
-    "ReplayTransport",
     "SentRequest",
     "TimingMode",
     "UnusedInteractionsWarning",
@@ -105,7 +112,14 @@ class SentRequest:
     faults: list[str] = field(default_factory=list)
     deliveries: list[float] = field(default_factory=list)
     complete: bool = False
-    _origin: float = field(default=0.0, repr=False)
+    _origin: float = field(default=0.0, init=False, repr=False)
+
+    @classmethod
+    def _sent_at(cls, origin: float, /, *args: Any, **fields: Any) -> SentRequest:
+        """A record of a request sent at ``origin`` on the session's clock (its reading)."""
+        sent = cls(*args, **fields)
+        sent._origin = origin
+        return sent
 
     @property
     def first_delivery(self) -> float | None:
@@ -155,7 +169,6 @@ class CassetteSession:
         record: RecordMode = "none",
         timing: TimingMode = "virtual",
         speed: float = 1.0,
-        clock: Clock | None = None,
         clock_modules: Iterable[types.ModuleType] = (),
         ignore_body: Iterable[str] = (),
         match_headers: Iterable[str] = (),
@@ -163,7 +176,7 @@ class CassetteSession:
         ignore_query: Iterable[str] = (),
         ignore_headers: Iterable[str] = (),
         allow_repeats: bool = False,
-        live: Transport | None = None,
+        live: Transport | DualTransport | None = None,
         async_live: AsyncTransport | None = None,
         meta: Mapping[str, Any] | None = None,
         on_unused: Literal["warn", "error", "ignore"] = "warn",
@@ -205,10 +218,15 @@ class CassetteSession:
         # the scan at write time must find a key a test set and a monkeypatch took away.
         self._seen_env: set[tuple[str, str]] = set()
         self._live = live
-        self._async_live = async_live
+        # A dual transport given as ``live`` serves async requests too (through its acall).
+        self._async_live: AsyncTransport | DualTransport | None = (
+            async_live
+            if async_live is not None or async_side(live) is None
+            else cast(DualTransport, live)
+        )
         self._owned_live: list[LiveTransport] = []
-        self._owned_async_live: list[AsyncLiveTransport] = []
-        self._recorders: list[RecordingTransport | AsyncRecordingTransport] = []
+        self._owned_async_live: list[LiveTransport] = []
+        self._recorders: list[RecordingTransport] = []
         self._recorded: dict[int, Interaction] = {}
         self._sequence = 0
         self._state = State.CREATED
@@ -256,7 +274,7 @@ class CassetteSession:
         if timing not in TIMING_MODES:
             raise ValueError(f"timing mode {timing!r} is not one of {', '.join(TIMING_MODES)}")
         self.timing: TimingMode = timing
-        self.clock: Clock = clock if clock is not None else self._make_clock(timing, speed, loaded)
+        self.clock: Clock = self._make_clock(timing, speed, loaded)
         self._clock_modules = tuple(clock_modules)
         self._uninstall: Callable[[], object] | None = None
         self._installation: Installation | None = None  # the one this session opened itself
@@ -372,14 +390,15 @@ class CassetteSession:
 
     # -- transports -----------------------------------------------------------------------
 
-    @property
+    @functools.cached_property
     def transport(self) -> Transport:
-        """The sync seam transport serving this cassette (live traffic via a default client)."""
+        """The sync seam transport serving this cassette (live traffic via a default client).
+        It is made on first use, and every read gives that same transport."""
         return self.transport_for(None)
 
-    @property
+    @functools.cached_property
     def async_transport(self) -> AsyncTransport:
-        """The async seam transport serving this cassette."""
+        """The async seam transport serving this cassette; made once, like :attr:`transport`."""
         return self.async_transport_for(None)
 
     def http_transport(self) -> HTTPBridge:
@@ -419,10 +438,10 @@ class CassetteSession:
 
         return handle
 
-    def async_transport_for(self, live: AsyncTransport | None) -> AsyncTransport:
+    def async_transport_for(self, live: AsyncTransport | DualTransport | None) -> AsyncTransport:
         """An async seam transport that records through ``live`` (default: its own client)."""
         recorder = (
-            AsyncRecordingTransport(
+            RecordingTransport(
                 live or self._default_async_live(), self._keeper(), self.recorder_problems.append
             )
             if self._may_record
@@ -441,7 +460,7 @@ class CassetteSession:
                 return sent._answered(response)
             assert recorder is not None  # _begin raised the miss otherwise
             return sent._answered(
-                await recorder(
+                await recorder.acall(
                     request,
                     observe=sent._deliver,
                     on_record=self._keeper(sent),
@@ -492,10 +511,10 @@ class CassetteSession:
         self._live = transport
         return transport
 
-    def _default_async_live(self) -> AsyncTransport:
+    def _default_async_live(self) -> AsyncTransport | DualTransport:
         if self._async_live is not None:
             return self._async_live
-        transport = AsyncLiveTransport()
+        transport = LiveTransport()
         self._owned_async_live.append(transport)
         self._async_live = transport
         return transport
@@ -552,7 +571,8 @@ class CassetteSession:
                 self.misses.append(miss)
                 raise miss
             now = self.clock.now()
-            sent = SentRequest(
+            sent = SentRequest._sent_at(
+                now,
                 request.method,
                 redact_url(request.url),
                 now - self._t0,
@@ -560,7 +580,6 @@ class CassetteSession:
                 interaction=position,
                 body=request.body,
                 faults=[description for _, description in shapers],
-                _origin=now,
             )
             self.requests.append(sent)
         interaction = substitute
@@ -766,57 +785,23 @@ def _epoch_of(meta: Mapping[str, Any], interactions: list[Interaction]) -> float
     return None
 
 
-@contextlib.contextmanager
 def use_cassette(
     path: str | os.PathLike[str],
     *,
     record: RecordMode = "none",
     timing: TimingMode = "virtual",
     **options: Any,
-) -> Iterator[CassetteSession]:
-    """Use a cassette for the duration of a ``with`` block, then write what was recorded.
+) -> CassetteSession:
+    """Open a cassette outside pytest: use it in a ``with`` (or ``async with``) block, which
+    starts it and, at the end, writes what was recorded and reports what was never played.
 
     >>> with use_cassette("tests/cassettes/chat.msgpack", record="once") as cassette:
     ...     client = openai.OpenAI(http_client=httpx2.Client(transport=cassette.http_transport()))
 
     With ``timing="virtual"`` (the default) and a replay-only cassette, the virtual clock is
     installed for the block: sleeps return at once and replayed streams keep their timing.
+    ``timing="real"`` (with ``speed=``) waits for real, ``timing="instant"`` not at all. The
+    other options are those of the ``cassette`` marker (see docs/pytest.md). ``async with``
+    also closes the async clients the cassette opened to record.
     """
-    session = CassetteSession(path, record=record, timing=timing, **options)
-    session.start()
-    try:
-        yield session
-    finally:
-        session.close()
-
-
-class ReplayTransport:
-    """A sync seam transport that only replays a cassette file; it never opens a socket.
-
-    A request with no unplayed match raises :class:`CassetteMissError`. Options are those of
-    :class:`CassetteSession` (``clock``, ``ignore_body``, ``allow_repeats`` ...).
-    """
-
-    def __init__(self, path: str | os.PathLike[str], **options: Any) -> None:
-        self.session = CassetteSession(path, record="none", **options)
-        self._transport = self.session.transport
-
-    def __call__(self, request: TransportRequest) -> TransportResponse:
-        return self._transport(request)
-
-    def close(self) -> None:
-        self.session.close()
-
-
-class AsyncReplayTransport:
-    """The async mirror of :class:`ReplayTransport`."""
-
-    def __init__(self, path: str | os.PathLike[str], **options: Any) -> None:
-        self.session = CassetteSession(path, record="none", **options)
-        self._transport = self.session.async_transport
-
-    async def __call__(self, request: TransportRequest) -> TransportResponse:
-        return await self._transport(request)
-
-    async def aclose(self) -> None:
-        await self.session.aclose()
+    return CassetteSession(path, record=record, timing=timing, **options)

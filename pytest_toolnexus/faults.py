@@ -51,12 +51,12 @@ def prepend(
     retry_after: str | float | None = None,
     body: Literal["json", "html"] | str | bytes | Mapping[str, Any] = "json",
     headers: Mapping[str, str] | None = None,
-    before: int = 1,
     url: str | None = None,
     method: str | None = None,
+    nth: int = 1,
 ) -> Fault:
-    """Answer ``count`` requests with ``status`` before the ``before``-th targeted request gets
-    its recorded answer.
+    """Answer ``count`` requests with ``status``, from the ``nth`` targeted request on, before
+    the recorded answer is given (to the request after them).
 
     ``retry_after`` is sent verbatim as the ``Retry-After`` header: delay-seconds (``"2"``),
     fractional (``"0.5"``), an HTTP-date, or a negative or garbage value, since clients disagree
@@ -65,12 +65,12 @@ def prepend(
     """
     if not 100 <= status <= 599:
         raise ValueError(f"status {status} is not an HTTP status")
-    if count < 1 or before < 1:
-        raise ValueError("count and before start at 1")
+    if count < 1 or nth < 1:
+        raise ValueError(f"count and nth start at 1, got count={count} and nth={nth}")
     return PrependFault(
         url=url,
         method=method,
-        nth=before,
+        nth=nth,
         status=status,
         count=count,
         retry_after=retry_after,

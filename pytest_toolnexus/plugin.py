@@ -22,7 +22,7 @@ from . import _hookspecs
 from ._cassette import Cassette, Interaction, RecordedRequest, load_cassette
 from ._errors import CassetteError
 from ._install import Installation
-from ._patch import AsyncDirectLive, DirectLive, patch_http_clients
+from ._patch import DirectLive, patch_http_clients
 from ._patch_libraries import patch_libraries
 from ._plugin_expiry import CassetteExpiredWarning, expiry
 from ._plugin_vcr import register_vcr_marker, unserved_vcr_marker
@@ -357,7 +357,6 @@ def cassette(
     session = CassetteSession(
         path,
         live=live,
-        async_live=AsyncDirectLive(),
         record=record,
         timing=options.timing,
         speed=options.speed,

@@ -22,7 +22,6 @@ from pytest_toolnexus import (
     CassetteMissError,
     Headers,
     TransportRequest,
-    VirtualClock,
     assert_incremental,
     assert_waits,
     build,
@@ -41,8 +40,9 @@ KEY = "test-key-not-a-secret"
 
 def served(tmp_path, *interactions, **options):
     path = tmp_path / "built.msgpack"
-    build.build_cassette(path, interactions)
-    return use_cassette(path, clock=VirtualClock(epoch=1_767_225_600.0), **options)
+    # The virtual clock starts at the cassette's recorded start, so wall times are fixed.
+    build.build_cassette(path, interactions, meta={"clock_epoch": 1_767_225_600.0})
+    return use_cassette(path, **options)
 
 
 def cadence_seconds(count, cadence=CADENCE):

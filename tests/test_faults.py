@@ -4,7 +4,7 @@ Every fault is applied to a built cassette and read by the unmodified ``openai``
 ``anthropic`` clients through ``httpx2``. Each test checks what the client saw (its text, its
 typed error, its retries), *when* it saw it on the virtual clock, and how the fault shows in
 ``cassette.requests[i].faults``. The virtual clock starts at a whole-second wall time
-(``EPOCH``) so an HTTP-date ``Retry-After`` is exact.
+(``EPOCH``, each built cassette's recorded start) so an HTTP-date ``Retry-After`` is exact.
 """
 
 import email.utils
@@ -20,7 +20,6 @@ import pytest
 from pytest_toolnexus import (
     Headers,
     TransportRequest,
-    VirtualClock,
     assert_attempts,
     assert_incremental,
     assert_waits,
@@ -50,13 +49,13 @@ def answer(sdk, *, stream=True, text=TEXT):
 
 def save(tmp_path, *interactions):
     path = tmp_path / "built.msgpack"
-    build.build_cassette(path, interactions)
+    build.build_cassette(path, interactions, meta={"clock_epoch": EPOCH})
     return path
 
 
 def session(path, fault_list=(), **options):
     options.setdefault("on_unused", "ignore")
-    return use_cassette(path, faults=fault_list, clock=VirtualClock(epoch=EPOCH), **options)
+    return use_cassette(path, faults=fault_list, **options)
 
 
 def client_for(sdk, cassette, retries=0):
@@ -299,7 +298,7 @@ def test_prepend_before_the_second_request_leaves_the_first_alone(tmp_path):
         build.openai_chat("first answer", stream=False, cadence=CADENCE),
         build.openai_chat("second answer", stream=False, cadence=CADENCE),
     )
-    with session(path, [faults.prepend(503, before=2, retry_after="1")]) as cassette:
+    with session(path, [faults.prepend(503, nth=2, retry_after="1")]) as cassette:
         client = client_for("openai", cassette, retries=2)
         first = ask("openai", client)
         second = ask("openai", client)
@@ -882,8 +881,10 @@ def test_a_marker_fault_that_is_not_a_fault_is_a_usage_error(pytester):
 def test_fault_arguments_are_checked_when_made():
     with pytest.raises(ValueError, match="600 is not an HTTP status"):
         faults.prepend(600)
-    with pytest.raises(ValueError, match="count and before start at 1"):
-        faults.prepend(429, before=0)
+    with pytest.raises(ValueError, match="count and nth start at 1"):
+        faults.prepend(429, nth=0)
+    with pytest.raises(TypeError, match="'before'"):
+        faults.prepend(429, before=2)  # one spelling: nth=, as every other fault
     with pytest.raises(ValueError, match="rechunk mode 'words'"):
         faults.rechunk("words")
     with pytest.raises(ValueError, match="a stall cannot be negative"):

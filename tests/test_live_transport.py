@@ -13,7 +13,6 @@ import pytest
 
 from pytest_toolnexus import (
     AsyncByteStream,
-    AsyncLiveTransport,
     ByteStream,
     CancelToken,
     ConnectError,
@@ -21,8 +20,8 @@ from pytest_toolnexus import (
     ReadTimeout,
     TransportCancelled,
     TransportRequest,
-    call,
 )
+from pytest_toolnexus._seam import call
 from tests.support.realtime import apaced, paced, wall
 from tests.support.servers import Drip, Fixed, LoopbackServer
 
@@ -167,8 +166,8 @@ def test_429_and_500_are_responses_not_exceptions(live):
 @pytest.mark.anyio
 async def test_429_is_a_response_async():
     with LoopbackServer(Fixed(429, [("retry-after", "3")])) as server:
-        async with AsyncLiveTransport() as transport:
-            response = await transport(TransportRequest("GET", server.url("/")))
+        async with LiveTransport() as transport:
+            response = await transport.acall(TransportRequest("GET", server.url("/")))
 
     assert response.status == 429
     assert response.headers["Retry-After"] == "3"
@@ -261,11 +260,11 @@ async def test_an_async_stream_closed_unread_gives_its_connection_back():
     )
     with LoopbackServer(Drip(SLOW_EVENTS, interval=0.5)) as server:
         async with client:
-            transport = AsyncLiveTransport(client)
-            first = await transport(TransportRequest("GET", server.url("/"), stream=True))
+            transport = LiveTransport(client)
+            first = await transport.acall(TransportRequest("GET", server.url("/"), stream=True))
             await first.body.aclose()
 
-            second = await transport(TransportRequest("GET", server.url("/"), stream=True))
+            second = await transport.acall(TransportRequest("GET", server.url("/"), stream=True))
             async with second.body as stream:
                 assert await anext(aiter(stream)) == SLOW_EVENTS[0]
 
@@ -336,9 +335,9 @@ async def test_cancelling_mid_stream_stops_promptly_async():
         token = CancelToken()
         canceller = Canceller(token, 0.1, "test cancel")
         with LoopbackServer(drip) as server:
-            async with AsyncLiveTransport() as transport:
+            async with LiveTransport() as transport:
                 request = TransportRequest("GET", server.url("/"), stream=True, cancel=token)
-                response = await transport(request)
+                response = await transport.acall(request)
                 assert isinstance(response.body, AsyncByteStream)
                 received = []
                 with pytest.raises(TransportCancelled, match="test cancel"):
@@ -390,9 +389,9 @@ async def test_a_token_cancelled_before_the_async_call_raises_at_once():
     token = CancelToken()
     token.cancel()
     with LoopbackServer(Fixed(200)) as server:
-        async with AsyncLiveTransport() as transport:
+        async with LiveTransport() as transport:
             with pytest.raises(TransportCancelled):
-                await transport(TransportRequest("GET", server.url("/"), cancel=token))
+                await transport.acall(TransportRequest("GET", server.url("/"), cancel=token))
         requests = list(server.requests)
 
     assert requests == []
@@ -425,3 +424,44 @@ def test_a_silent_server_is_a_seam_read_timeout(live):
     error = paced(run, [0.2], gaps=[0.2], early=0.005, what="timeout")
 
     assert isinstance(error.__cause__, httpx.ReadTimeout)
+
+
+# One class serves both seams (STYLE habit 2).
+
+
+@pytest.mark.anyio
+async def test_one_live_transport_serves_sync_and_async_callers_and_closes_both_clients():
+    ok = Fixed(200, [("content-type", "application/json")], b'{"ok": true}')
+    with LoopbackServer(ok) as server:
+        transport = LiveTransport()
+        sync_answer = transport(TransportRequest("GET", server.url("/sync")))
+        async_answer = await transport.acall(TransportRequest("GET", server.url("/async")))
+        clients = (transport._client, transport._async_client)
+        await transport.aclose()
+
+    assert sync_answer.body == async_answer.body == {"ok": True}
+    assert isinstance(clients[0], httpx.Client)
+    assert isinstance(clients[1], httpx.AsyncClient)
+    assert clients[0].is_closed
+    assert clients[1].is_closed
+
+
+@pytest.mark.anyio
+async def test_a_live_transport_over_a_sync_client_refuses_async_callers_with_the_fix():
+    with httpx.Client() as client:
+        transport = LiveTransport(client)
+        with pytest.raises(TypeError, match=r"sends through a sync client.*async client"):
+            await transport.acall(TransportRequest("GET", "http://127.0.0.1:9/x"))
+
+
+def test_a_live_transport_over_an_async_client_refuses_sync_callers_with_the_fix():
+    transport = LiveTransport(httpx2.AsyncClient())
+    with pytest.raises(TypeError, match=r"sends through an async client.*acall"):
+        transport(TransportRequest("GET", "http://127.0.0.1:9/x"))
+
+
+def test_a_live_transport_never_closes_a_client_it_was_given():
+    with httpx.Client() as client:
+        LiveTransport(client).close()
+
+        assert not client.is_closed

@@ -1,7 +1,7 @@
 """A Python function plays the model behind the seam: no cassette, no server (ADR 0019).
 
-The official ``openai`` SDK, sync and async, talks to ``ModelTransport`` /
-``AsyncModelTransport`` through ``HTTPBridge``. The tests run an agent loop (the model asks for
+The official ``openai`` SDK, sync and async, talks to ``ModelTransport`` (one class serves
+both) through ``HTTPBridge``. The tests run an agent loop (the model asks for
 a tool, the loop runs it, the model answers with the result), check what the model was handed
 (``transport.turns``), and check that streamed deltas arrive on the transport's cadence, read on
 a virtual clock installed for the test.
@@ -15,17 +15,16 @@ import openai
 import pytest
 
 from pytest_toolnexus import (
-    AsyncModelTransport,
     Headers,
     HTTPBridge,
     ModelTransport,
     ModelTurn,
     TransportRequest,
-    VirtualClock,
     assert_incremental,
     build,
 )
 from pytest_toolnexus._timepatch import install
+from pytest_toolnexus._virtual import VirtualClock
 
 CADENCE = build.Cadence(ttft=0.4, gap=0.08, jitter=0.02, seed=11, headers=0.1)
 KEY = "test-key-not-a-secret"
@@ -260,8 +259,8 @@ async def test_async_openai_streams_from_an_async_generator_model(clock):
         for word in ["Async ", "deltas ", "on ", "time."]:
             yield word
 
-    transport = AsyncModelTransport(model, cadence=CADENCE)
-    http = httpx2.AsyncClient(transport=HTTPBridge(async_transport=transport))
+    transport = ModelTransport(model, cadence=CADENCE)
+    http = httpx2.AsyncClient(transport=HTTPBridge(transport))
     client = openai.AsyncOpenAI(api_key=KEY, http_client=http, max_retries=0)
     start = time.monotonic()
     deltas, times = [], []
@@ -285,8 +284,8 @@ async def test_async_agent_loop_with_a_coroutine_model(clock):
             return f"Done: {turn.messages[-1]['content']}"
         return build.ToolCall("get_weather", {"city": "Lima"}, id="call_lima")
 
-    transport = AsyncModelTransport(model)
-    http = httpx2.AsyncClient(transport=HTTPBridge(async_transport=transport))
+    transport = ModelTransport(model)
+    http = httpx2.AsyncClient(transport=HTTPBridge(transport))
     client = openai.AsyncOpenAI(api_key=KEY, http_client=http, max_retries=0)
     messages = [{"role": "user", "content": "Weather in Lima?"}]
     first = (await client.chat.completions.create(model="m", messages=messages)).choices[0]
@@ -361,13 +360,35 @@ def test_a_model_that_yields_something_else_is_told_what_to_yield(clock):
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}])
 
 
-def test_an_async_model_needs_the_async_transport():
+def test_an_async_model_cannot_serve_sync_code():
     async def coroutine_model(turn):
         return "hi"
 
     async def generator_model(turn):
         yield "hi"
 
+    request = TransportRequest("POST", URL, body={"model": "m", "messages": []})
     for model in (coroutine_model, generator_model):
-        with pytest.raises(TypeError, match="use AsyncModelTransport"):
-            ModelTransport(model)
+        transport = ModelTransport(model)
+        with pytest.raises(TypeError, match=r"model is an async function.*send from async code"):
+            transport(request)
+        assert transport.turns == []
+
+
+@pytest.mark.anyio
+async def test_one_model_transport_serves_a_sync_and_an_async_client(clock):
+    transport = ModelTransport(weather_model)
+    bridge = HTTPBridge(transport)
+    messages = [{"role": "user", "content": "Weather in Paris?"}]
+
+    sync = openai.OpenAI(api_key=KEY, http_client=httpx2.Client(transport=bridge), max_retries=0)
+    first = sync.chat.completions.create(model="m", messages=messages).choices[0]
+    sync.close()
+    http = httpx2.AsyncClient(transport=bridge)
+    aclient = openai.AsyncOpenAI(api_key=KEY, http_client=http, max_retries=0)
+    second = (await aclient.chat.completions.create(model="m", messages=messages)).choices[0]
+    await aclient.close()
+
+    assert first.message.tool_calls[0].function.name == "get_weather"
+    assert second.message.tool_calls[0].function.name == "get_weather"
+    assert len(transport.turns) == 2

@@ -14,7 +14,7 @@ import types
 
 import pytest
 
-from pytest_toolnexus import CassetteSession, VirtualClock, build, use_cassette
+from pytest_toolnexus import CassetteSession, build, use_cassette
 from pytest_toolnexus._install import (
     AlreadyInstalledError,
     Installation,
@@ -22,10 +22,11 @@ from pytest_toolnexus._install import (
     State,
     installed,
 )
-from pytest_toolnexus._live import AsyncLiveTransport
+from pytest_toolnexus._live import LiveTransport
 from pytest_toolnexus._patch import patch_http_clients
 from pytest_toolnexus._timepatch import install
 from pytest_toolnexus._tripwire import arm_tripwire
+from pytest_toolnexus._virtual import VirtualClock
 from pytest_toolnexus.conformance import served
 from tests.support.plugin_projects import CHAT_CONFTEST
 
@@ -192,7 +193,7 @@ def test_a_clock_that_fails_after_the_http_patch_and_tripwire_takes_them_off(lea
         import pytest
 
         from patched import ORIGINAL
-        from pytest_toolnexus import VirtualClock
+        from pytest_toolnexus._virtual import VirtualClock
         from pytest_toolnexus._timepatch import install
 
 
@@ -347,7 +348,7 @@ def test_an_aclose_that_raises_still_removes_the_clock(tmp_path, monkeypatch, er
     async def failing_aclose(self):
         raise error
 
-    monkeypatch.setattr(AsyncLiveTransport, "aclose", failing_aclose)
+    monkeypatch.setattr(LiveTransport, "aclose", failing_aclose)
     sleep_before = time.sleep
     session = CassetteSession(tmp_path / "new.msgpack", record="all")
 

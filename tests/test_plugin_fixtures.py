@@ -74,7 +74,7 @@ def test_seam_transports_record_and_replay_a_seam_client(project, emulator):
 
         import pytest
 
-        from pytest_toolnexus import TransportRequest, acall, call
+        from pytest_toolnexus import TransportRequest
 
         URL = os.environ["EMULATOR_URL"] + "/v1/chat/completions"
 
@@ -90,7 +90,7 @@ def test_seam_transports_record_and_replay_a_seam_client(project, emulator):
 
 
         def test_sync(cassette_transport, cassette):
-            response = call(cassette_transport, request("sync"))
+            response = cassette_transport(request("sync"))
             assert response.status == 200
             assert response.body["object"] == "chat.completion"
             assert [r.body for r in cassette.requests] == [request("sync").body]
@@ -98,7 +98,7 @@ def test_seam_transports_record_and_replay_a_seam_client(project, emulator):
 
         @pytest.mark.anyio
         async def test_async(cassette_async_transport, cassette):
-            response = await acall(cassette_async_transport, request("async"))
+            response = await cassette_async_transport(request("async"))
             assert response.status == 200
             assert response.body["object"] == "chat.completion"
             assert len(cassette.requests) == 1

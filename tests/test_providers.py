@@ -20,7 +20,6 @@ from pytest_toolnexus import (
     Interaction,
     RecordedRequest,
     RecordedResponse,
-    VirtualClock,
     build,
     faults,
     use_cassette,
@@ -56,7 +55,7 @@ def save(tmp_path, *interactions, name="built.msgpack"):
 
 
 def replay(path, fault_list=()):
-    return use_cassette(path, faults=fault_list, clock=VirtualClock(), on_unused="ignore")
+    return use_cassette(path, faults=fault_list, on_unused="ignore")
 
 
 def openai_client(cassette, base_url=None):

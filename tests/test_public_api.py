@@ -5,6 +5,7 @@ Adding or removing a public name is a decision: update ``EXPORTED`` in the same 
 
 import importlib
 import importlib.metadata
+import inspect
 import pkgutil
 import shutil
 import subprocess
@@ -17,13 +18,11 @@ import pytest
 import pytest_toolnexus
 from pytest_toolnexus import __all__ as exported_members
 
+# For pytest users: the cassette handle and what it holds, the assertions, the in-process model,
+# and the errors and warnings a test may meet. For seam authors: the seam's types, the bridge,
+# the live transport and the transport errors. README.md ("Public API") says which is which.
 EXPORTED = [
-    "PUSHED",
     "AsyncByteStream",
-    "AsyncLiveTransport",
-    "AsyncModelTransport",
-    "AsyncRecordingTransport",
-    "AsyncReplayTransport",
     "AsyncTransport",
     "ByteStream",
     "CancelToken",
@@ -37,33 +36,26 @@ EXPORTED = [
     "CassetteSetAsideWarning",
     "CassetteVersionError",
     "CassetteWriteError",
-    "Clock",
     "ConnectError",
     "ConnectTimeout",
     "ContractError",
+    "DualTransport",
     "HTTPBridge",
     "Headers",
-    "InstantClock",
     "Interaction",
-    "JSONValue",
     "LiveTransport",
-    "MatchRules",
     "ModelTransport",
     "ModelTurn",
     "NetworkBlockedError",
     "PoolTimeout",
-    "Pushed",
     "ReadError",
     "ReadTimeout",
-    "RealClock",
     "RecordedError",
     "RecordedRequest",
     "RecordedResponse",
     "RecorderWarning",
-    "RecordingTransport",
     "RemoteProtocolError",
     "ReplayError",
-    "ReplayTransport",
     "SecretFoundError",
     "SentRequest",
     "Sleep",
@@ -74,21 +66,38 @@ EXPORTED = [
     "TransportRequest",
     "TransportResponse",
     "UnusedInteractionsWarning",
-    "VirtualClock",
     "WireCheckError",
     "WriteError",
     "WriteTimeout",
     "__version__",
-    "acall",
     "assert_attempts",
     "assert_incremental",
     "assert_time_to_first_event",
     "assert_waits",
-    "call",
-    "check_response",
     "load_cassette",
     "use_cassette",
 ]
+
+# Names that were public in 0.1.0 and are not now: CHANGELOG.md says what to use instead.
+REMOVED = {
+    "PUSHED": "TransportResponse.pushed",
+    "Pushed": "TransportResponse.is_pushed",
+    "JSONValue": None,
+    "MatchRules": None,
+    "call": None,
+    "acall": None,
+    "check_response": None,
+    "AsyncLiveTransport": "LiveTransport",
+    "AsyncModelTransport": "ModelTransport",
+    "RecordingTransport": "use_cassette",
+    "AsyncRecordingTransport": "use_cassette",
+    "ReplayTransport": "use_cassette",
+    "AsyncReplayTransport": "use_cassette",
+    "Clock": None,
+    "InstantClock": "use_cassette",
+    "RealClock": "use_cassette",
+    "VirtualClock": "use_cassette",
+}
 
 PUBLIC_DUNDERS = {"__version__"}
 
@@ -120,6 +129,68 @@ def test_every_public_name_in_the_package_is_exported():
     ]
 
     assert sorted(public, key=isort_style) == exported_members
+
+
+@pytest.mark.parametrize("name", sorted(REMOVED))
+def test_a_removed_name_is_gone_from_the_top_package(name):
+    assert name not in exported_members
+    assert not hasattr(pytest_toolnexus, name)
+    with pytest.raises(ImportError):
+        exec(f"from pytest_toolnexus import {name}", {})
+
+
+def _unreleased_entries():
+    """The bullet entries of the changelog's Unreleased section, each joined into one line."""
+    changelog = (Path(__file__).parents[1] / "CHANGELOG.md").read_text(encoding="utf-8")
+    unreleased = changelog.split("## [Unreleased]", 1)[1].split("\n## [", 1)[0]
+    entries, current = [], None
+    for line in unreleased.splitlines():
+        if line.startswith("- "):
+            current = [line[2:]]
+            entries.append(current)
+        elif line.startswith("  ") and current is not None:
+            current.append(line.strip())
+        else:
+            current = None
+    return [" ".join(entry) for entry in entries]
+
+
+@pytest.mark.parametrize("name", sorted(REMOVED))
+def test_the_changelog_says_what_to_use_instead_of_each_removed_name(name):
+    entries = [entry for entry in _unreleased_entries() if f"`{name}`" in entry]
+
+    assert entries, f"CHANGELOG.md has no Unreleased entry for {name}"
+    instead = REMOVED[name]
+    if instead is not None:
+        assert any(instead in entry for entry in entries), entries
+
+
+def _signatures():
+    """Each exported callable's signature, and each public method's, with its name."""
+    for name in EXPORTED:
+        value = getattr(pytest_toolnexus, name)
+        targets = [(name, value)]
+        if inspect.isclass(value):
+            targets += [
+                (f"{name}.{attr}", member)
+                for attr, member in vars(value).items()
+                if not attr.startswith("_") and callable(member)
+            ]
+        for where, target in targets:
+            try:
+                yield where, inspect.signature(target)
+            except (TypeError, ValueError):  # exception classes implemented in C
+                continue
+
+
+def test_no_public_signature_takes_a_private_parameter():
+    private = {
+        where: [p for p in signature.parameters if p.startswith("_")]
+        for where, signature in _signatures()
+    }
+
+    assert {where: names for where, names in private.items() if names} == {}
+    assert "_origin" not in inspect.signature(pytest_toolnexus.SentRequest).parameters
 
 
 def test_every_exported_name_is_importable():

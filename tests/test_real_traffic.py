@@ -49,7 +49,6 @@ import openai
 import pytest
 
 from pytest_toolnexus import (
-    AsyncLiveTransport,
     CassetteSession,
     LiveTransport,
     assert_attempts,
@@ -926,7 +925,7 @@ async def record_async_once(path) -> Recording:
         start = wall()
         with LatenessWatch() as watch:
             async with (
-                AsyncLiveTransport() as live,
+                LiveTransport() as live,
                 CassetteSession(path, record="once", async_live=live) as session,
             ):
                 run = await async_openai_chat_stream(session, emu.base_url)

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_toolnexus._cassette import load_cassette
 from pytest_toolnexus._errors import CassetteMissError
-from pytest_toolnexus._live import AsyncLiveTransport
+from pytest_toolnexus._live import LiveTransport
 from pytest_toolnexus._seam import TransportRequest
 from pytest_toolnexus._session import CassetteSession, UnusedInteractionsWarning, use_cassette
 from tests.support.realtime import wall
@@ -385,7 +385,7 @@ def test_use_cassette_records_through_an_httpx_client(path, server):
 async def test_async_once_records_then_replays(path, server):
     request = TransportRequest("POST", server.url("/v1/x"), body={"q": "async"})
     async with (
-        AsyncLiveTransport() as live,
+        LiveTransport() as live,
         CassetteSession(path, record="once", async_live=live) as recording,
     ):
         first = (await recording.async_transport(request)).body

@@ -19,8 +19,8 @@ import pytest
 from pytest_toolnexus._cancel import CancelToken
 from pytest_toolnexus._cassette import ChunksBody, JsonBody, NdjsonBody, SseBody
 from pytest_toolnexus._errors import ConnectError, RemoteProtocolError, TransportCancelled
-from pytest_toolnexus._live import AsyncLiveTransport, LiveTransport
-from pytest_toolnexus._record import AsyncRecordingTransport, RecordingTransport
+from pytest_toolnexus._live import LiveTransport
+from pytest_toolnexus._record import RecordingTransport
 from pytest_toolnexus._seam import ByteStream, TransportRequest
 from tests.support.realtime import apaced, paced, wall
 from tests.support.servers import (
@@ -392,11 +392,11 @@ def test_a_gzip_json_response_read_as_a_stream_is_stored_decoded(recorder, recor
 async def test_async_recording_tees_each_event_as_it_arrives():
     async def run():
         read = Read(Drip(EVENTS, interval=INTERVAL))
-        async with AsyncLiveTransport() as live:
-            recorder = AsyncRecordingTransport(live, read.recorded.append)
+        async with LiveTransport() as live:
+            recorder = RecordingTransport(live, read.recorded.append)
             with LoopbackServer(read.drip) as server:
                 read.before = wall()
-                response = await recorder(stream_request(server.url("/v1/chat")))
+                response = await recorder.acall(stream_request(server.url("/v1/chat")))
                 async for chunk in response.body:
                     read.arrivals.append(wall())
                     read.chunks.append(chunk)
@@ -424,10 +424,10 @@ async def test_async_recording_tees_each_event_as_it_arrives():
 @pytest.mark.anyio
 async def test_async_a_client_that_stops_reading_gives_an_incomplete_interaction(recorded):
     drip = Drip(EVENTS, interval=0.05)
-    async with AsyncLiveTransport() as live:
-        recorder = AsyncRecordingTransport(live, recorded.append)
+    async with LiveTransport() as live:
+        recorder = RecordingTransport(live, recorded.append)
         with LoopbackServer(drip) as server:
-            response = await recorder(stream_request(server.url("/v1/chat")))
+            response = await recorder.acall(stream_request(server.url("/v1/chat")))
             received = []
             async for chunk in response.body:
                 received.append(chunk)
@@ -445,10 +445,10 @@ async def test_async_a_client_that_stops_reading_gives_an_incomplete_interaction
 async def test_async_a_client_that_cancels_gives_an_incomplete_interaction(recorded):
     drip = Drip(EVENTS, interval=0.05)
     token = CancelToken()
-    async with AsyncLiveTransport() as live:
-        recorder = AsyncRecordingTransport(live, recorded.append)
+    async with LiveTransport() as live:
+        recorder = RecordingTransport(live, recorded.append)
         with LoopbackServer(drip) as server:
-            response = await recorder(stream_request(server.url("/v1/chat"), cancel=token))
+            response = await recorder.acall(stream_request(server.url("/v1/chat"), cancel=token))
             received = []
 
             async def read_and_cancel_after_two():
@@ -469,10 +469,10 @@ async def test_async_a_client_that_cancels_gives_an_incomplete_interaction(recor
 @pytest.mark.anyio
 async def test_async_a_connect_error_is_recorded(recorded):
     url = f"http://127.0.0.1:{closed_port()}/"
-    async with AsyncLiveTransport() as live:
-        recorder = AsyncRecordingTransport(live, recorded.append)
+    async with LiveTransport() as live:
+        recorder = RecordingTransport(live, recorded.append)
         with pytest.raises(ConnectError):
-            await recorder(TransportRequest("GET", url))
+            await recorder.acall(TransportRequest("GET", url))
 
     assert recorded[0].error.kind == "ConnectError"
 

@@ -23,7 +23,7 @@ from pytest_toolnexus._cassette import (
     load_cassette,
     sse_event_doc,
 )
-from pytest_toolnexus._clock import InstantClock, RealClock
+from pytest_toolnexus._clock import InstantClock
 from pytest_toolnexus._errors import (
     CassetteMissError,
     ConnectError,
@@ -35,10 +35,13 @@ from pytest_toolnexus._headers import Headers
 from pytest_toolnexus._record import BodyRecorder
 from pytest_toolnexus._replay import play
 from pytest_toolnexus._seam import AsyncByteStream, ByteStream, TransportRequest
-from pytest_toolnexus._session import AsyncReplayTransport, CassetteSession, ReplayTransport
+from pytest_toolnexus._session import CassetteSession, use_cassette
 from pytest_toolnexus._streams import SseEvent, SseParser, encode_sse_event
 from tests.support.realtime import apaced, assert_did_not_sleep, paced, wall
 from tests.support.servers import Drip, LoopbackServer
+
+# Kept in a dict: the virtual clock replaces time.sleep in module globals too.
+REAL = {"sleep": time.sleep}
 
 URL = "http://127.0.0.1:9/v1/chat/completions"
 BODY = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
@@ -121,18 +124,20 @@ def pieces_with_times(stream, start):
 
 
 def test_replay_opens_no_socket(no_network, sse_cassette):
-    transport = ReplayTransport(sse_cassette, timing="instant")
+    session = CassetteSession(sse_cassette, timing="instant")
+    transport = session.transport
 
     response = transport(request())
     content = b"".join(response.body)
-    transport.close()
+    session.close()
 
     assert content == b"".join(encode_sse_event(event) for event in EVENTS)
     assert no_network == []
 
 
 def test_replay_through_an_httpx_client_opens_no_socket(no_network, sse_cassette):
-    transport = ReplayTransport(sse_cassette, timing="instant")
+    session = CassetteSession(sse_cassette, timing="instant")
+    transport = session.transport
 
     with (
         httpx.Client(transport=HTTPBridge(transport)) as client,
@@ -168,7 +173,8 @@ def test_a_recording_replays_after_its_server_is_gone(tmp_path):
 
 
 def test_each_sse_event_is_its_own_piece_in_order(sse_cassette):
-    transport = ReplayTransport(sse_cassette, timing="instant")
+    session = CassetteSession(sse_cassette, timing="instant")
+    transport = session.transport
 
     response = transport(request())
 
@@ -187,7 +193,8 @@ def test_each_ndjson_line_and_each_chunk_is_its_own_piece(tmp_path):
         ),
         Interaction(recorded_request({"n": 2}), RecordedResponse(200, body=ChunksBody(chunks))),
     )
-    transport = ReplayTransport(path, timing="instant")
+    session = CassetteSession(path, timing="instant")
+    transport = session.transport
 
     ndjson = list(transport(request({"n": 1})).body)
     binary = list(transport(request({"n": 2})).body)
@@ -211,7 +218,8 @@ def test_a_replayed_stream_parses_to_exactly_what_was_recorded(tmp_path):
     path = save(
         tmp_path, Interaction(recorded_request(), RecordedResponse(200, SSE, recorder.finish()))
     )
-    transport = ReplayTransport(path, timing="instant")
+    session = CassetteSession(path, timing="instant")
+    transport = session.transport
 
     parser = SseParser()
     replayed = [event for piece in transport(request()).body for event in parser.feed(piece)]
@@ -232,7 +240,8 @@ def test_a_json_body_asked_for_without_stream_is_the_parsed_value(tmp_path):
             ),
         ),
     )
-    transport = ReplayTransport(path, timing="instant")
+    session = CassetteSession(path, timing="instant")
+    transport = session.transport
 
     response = transport(request({"q": 1}, stream=False))
 
@@ -246,7 +255,8 @@ def test_a_json_body_asked_for_without_stream_is_the_parsed_value(tmp_path):
 def test_with_a_real_clock_each_piece_arrives_at_its_recorded_offset(sse_cassette, speed):
     # Never early, in order, and no later than this machine's sleeps are late right now.
     def run():
-        transport = ReplayTransport(sse_cassette, clock=RealClock(speed))
+        session = CassetteSession(sse_cassette, timing="real", speed=speed)
+        transport = session.transport
         start = wall()
         pieces = pieces_with_times(transport(request()).body, start)
         return [at for at, _ in pieces], [piece for _, piece in pieces]
@@ -261,7 +271,8 @@ def test_the_clock_waits_when_the_client_pulls_not_when_the_request_is_sent(sse_
     busy = 0.2  # the client is busy while the first three events (0, 80, 160 ms) fall due
 
     def run():
-        transport = ReplayTransport(sse_cassette, clock=RealClock())
+        session = CassetteSession(sse_cassette, timing="real")
+        transport = session.transport
         start = wall()
         stream = transport(request()).body
         returned = wall() - start
@@ -291,7 +302,8 @@ def slow_cassette(tmp_path):
 
 
 def test_an_instant_clock_delivers_at_once(slow_cassette):
-    transport = ReplayTransport(slow_cassette, clock=InstantClock())
+    session = CassetteSession(slow_cassette, timing="instant")
+    transport = session.transport
 
     start = wall()
     pieces = pieces_with_times(transport(request()).body, start)
@@ -301,14 +313,15 @@ def test_an_instant_clock_delivers_at_once(slow_cassette):
 
 
 def test_the_default_clock_reads_recorded_offsets_without_waiting(slow_cassette):
-    transport = ReplayTransport(slow_cassette)
+    session = CassetteSession(slow_cassette)
+    transport = session.transport
 
     start = wall()
     list(transport(request()).body)
     took = wall() - start
 
     assert_did_not_sleep(took, SLOW_MS[-1] / 1000, what="a replay on the default clock")
-    deliveries = transport.session.requests[0].deliveries
+    deliveries = session.requests[0].deliveries
     assert deliveries == pytest.approx([t / 1000 for t in SLOW_MS], abs=1e-6)
 
 
@@ -320,7 +333,8 @@ def test_headers_arrive_at_their_recorded_time(tmp_path):
     path = save(tmp_path, Interaction(recorded_request(), slow_headers))
 
     def run():
-        transport = ReplayTransport(path, clock=RealClock())
+        session = CassetteSession(path, timing="real")
+        transport = session.transport
         start = wall()
         stream = transport(request()).body
         headers_at = wall() - start
@@ -357,7 +371,8 @@ def error_cassette(tmp_path):
 
 
 def test_a_recorded_connect_error_is_raised_again(error_cassette):
-    transport = ReplayTransport(error_cassette, timing="instant")
+    session = CassetteSession(error_cassette, timing="instant")
+    transport = session.transport
 
     with pytest.raises(ConnectError, match=r"\[Errno 111\] Connection refused"):
         transport(request({"n": "connect"}))
@@ -366,7 +381,8 @@ def test_a_recorded_connect_error_is_raised_again(error_cassette):
 
 
 def test_a_recorded_cut_is_raised_after_the_recorded_events(error_cassette):
-    transport = ReplayTransport(error_cassette, timing="instant")
+    session = CassetteSession(error_cassette, timing="instant")
+    transport = session.transport
 
     stream = transport(request({"n": "cut"})).body
     received = []
@@ -378,7 +394,8 @@ def test_a_recorded_cut_is_raised_after_the_recorded_events(error_cassette):
 
 def test_a_recorded_error_comes_at_its_recorded_time(error_cassette):
     def run():
-        transport = ReplayTransport(error_cassette, clock=RealClock())
+        session = CassetteSession(error_cassette, timing="real")
+        transport = session.transport
         start = wall()
         arrivals = []
         stream = transport(request({"n": "cut"})).body
@@ -391,7 +408,8 @@ def test_a_recorded_error_comes_at_its_recorded_time(error_cassette):
 
 @pytest.mark.parametrize("lib", [httpx, httpx2], ids=["httpx", "httpx2"])
 def test_through_the_bridge_recorded_errors_are_the_library_exceptions(error_cassette, lib):
-    transport = ReplayTransport(error_cassette, timing="instant")
+    session = CassetteSession(error_cassette, timing="instant")
+    transport = session.transport
 
     with lib.Client(transport=HTTPBridge(transport)) as client:
         with pytest.raises(lib.ConnectError):
@@ -414,7 +432,8 @@ def test_an_incomplete_stream_read_past_its_end_is_a_replay_error(tmp_path):
         tmp_path,
         Interaction(recorded_request(), sse_response(OFFSETS_MS[:2], EVENTS[:2], complete=False)),
     )
-    transport = ReplayTransport(path, timing="instant")
+    session = CassetteSession(path, timing="instant")
+    transport = session.transport
 
     stream = transport(request()).body
     received = []
@@ -429,7 +448,8 @@ def test_an_incomplete_stream_closed_where_recording_stopped_is_fine(tmp_path):
         tmp_path,
         Interaction(recorded_request(), sse_response(OFFSETS_MS[:2], EVENTS[:2], complete=False)),
     )
-    transport = ReplayTransport(path, timing="instant")
+    session = CassetteSession(path, timing="instant")
+    transport = session.transport
 
     with transport(request()).body as stream:
         pieces = iter(stream)
@@ -459,7 +479,8 @@ def rate_limited(tmp_path):
 
 
 def test_a_429_then_a_200_replay_in_order_once_each(rate_limited):
-    transport = ReplayTransport(rate_limited, timing="instant")
+    session = CassetteSession(rate_limited, timing="instant")
+    transport = session.transport
 
     first = transport(request({"q": 1}, stream=False))
     second = transport(request({"q": 1}, stream=False))
@@ -471,16 +492,17 @@ def test_a_429_then_a_200_replay_in_order_once_each(rate_limited):
         CassetteMissError, match="recorded as interaction #1, and it was already played"
     ):
         transport(request({"q": 1}, stream=False))
-    assert [r.interaction for r in transport.session.requests] == [0, 1]
+    assert [r.interaction for r in session.requests] == [0, 1]
 
 
 def test_allow_repeats_replays_the_last_match_again(rate_limited):
-    transport = ReplayTransport(rate_limited, timing="instant", allow_repeats=True)
+    session = CassetteSession(rate_limited, timing="instant", allow_repeats=True)
+    transport = session.transport
 
     statuses = [transport(request({"q": 1}, stream=False)).status for _ in range(4)]
 
     assert statuses == [429, 200, 200, 200]
-    assert [r.interaction for r in transport.session.requests] == [0, 1, 1, 1]
+    assert [r.interaction for r in session.requests] == [0, 1, 1, 1]
 
 
 def test_play_on_its_own_needs_no_session(sse_cassette):
@@ -500,14 +522,15 @@ def test_play_on_its_own_needs_no_session(sse_cassette):
 @pytest.mark.anyio
 async def test_async_replay_delivers_each_event_at_its_offset(sse_cassette):
     async def run():
-        transport = AsyncReplayTransport(sse_cassette, clock=RealClock())
+        session = CassetteSession(sse_cassette, timing="real")
+        transport = session.async_transport
         start = wall()
         response = await transport(request())
         assert isinstance(response.body, AsyncByteStream)
         pieces = []
         async for piece in response.body:
             pieces.append((wall() - start, piece))
-        await transport.aclose()
+        await session.aclose()
         return [at for at, _ in pieces], [piece for _, piece in pieces]
 
     expected = [t / 1000 for t in OFFSETS_MS]
@@ -518,7 +541,8 @@ async def test_async_replay_delivers_each_event_at_its_offset(sse_cassette):
 
 @pytest.mark.anyio
 async def test_async_replay_raises_recorded_errors(error_cassette, no_network):
-    transport = AsyncReplayTransport(error_cassette, timing="instant", on_unused="ignore")
+    session = CassetteSession(error_cassette, timing="instant", on_unused="ignore")
+    transport = session.async_transport
 
     with pytest.raises(ConnectError):
         await transport(request({"n": "connect"}))
@@ -526,7 +550,7 @@ async def test_async_replay_raises_recorded_errors(error_cassette, no_network):
     received = []
     with pytest.raises(RemoteProtocolError):
         await acollect(response.body, received)
-    await transport.aclose()
+    await session.aclose()
 
     assert len(received) == 2
     assert no_network == []
@@ -534,7 +558,8 @@ async def test_async_replay_raises_recorded_errors(error_cassette, no_network):
 
 @pytest.mark.anyio
 async def test_async_replay_through_an_httpx2_client(error_cassette):
-    transport = AsyncReplayTransport(error_cassette, timing="instant", on_unused="ignore")
+    session = CassetteSession(error_cassette, timing="instant", on_unused="ignore")
+    transport = session.async_transport
 
     async with httpx2.AsyncClient(transport=HTTPBridge(async_transport=transport)) as client:
         with pytest.raises(httpx2.ConnectError):
@@ -544,3 +569,31 @@ async def test_async_replay_through_an_httpx2_client(error_cassette):
                 await response.aread()
 
     assert response.status_code == 200
+
+
+# Reading a property has no side effect.
+
+
+def test_reading_a_sessions_transports_again_gives_the_same_ones(tmp_path):
+    session = CassetteSession(tmp_path / "new.msgpack", record="all")
+
+    first, first_async = session.transport, session.async_transport
+
+    assert session.transport is first
+    assert session.async_transport is first_async
+    assert len(session._recorders) == 2  # one recorder each, however often they are read
+    session.close()
+
+
+@pytest.mark.anyio
+async def test_use_cassette_opens_and_closes_a_cassette_with_async_with(sse_cassette):
+    async with use_cassette(sse_cassette) as cassette:
+        response = await cassette.async_transport(request())
+        pieces = [piece async for piece in response.body]
+        assert time.sleep is not REAL["sleep"]  # the virtual clock is in for the block
+
+    assert time.sleep is REAL["sleep"]
+    assert pieces == [encode_sse_event(event) for event in EVENTS]
+    assert cassette.requests[0].complete
+    with pytest.raises(RuntimeError, match="is closed"):
+        await cassette.async_transport(request())

@@ -5,7 +5,7 @@ inside and beyond msgpack's 64-bit range, floats including -0.0 and large expone
 streams (multi-line ``data:``, comments, CRLF and CR line ends, a UTF-8 character split across
 two chunks, events without data, ``id`` and ``retry`` fields, an unterminated tail). Each is
 the "live" answer of a transport wrapped in ``RecordingTransport``; the interaction is saved,
-loaded again and replayed by ``ReplayTransport``.
+loaded again and replayed by a replay-only ``CassetteSession``.
 
 What must hold: the replayed SSE bytes parse (with the library's ``SseParser``) to the same
 events as the original bytes, and a JSON body read by the client is the original value. The
@@ -30,14 +30,14 @@ from pytest_toolnexus import (
     ByteStream,
     Cassette,
     CassetteFormatError,
+    CassetteSession,
     Headers,
-    RecordingTransport,
-    ReplayTransport,
     TransportRequest,
     TransportResponse,
     load_cassette,
 )
 from pytest_toolnexus._cassette import JsonBody, SseBody, TextBody
+from pytest_toolnexus._record import RecordingTransport
 from pytest_toolnexus._streams import SseParser, parse_json_text
 from tests.support.fuzzing import counted, report_examples, scaled
 
@@ -93,10 +93,11 @@ def round_trip(folder: Path, headers: Headers, chunks: list[bytes], *, whole=Fal
     loaded = load_cassette(path, validate=True)
     # What was loaded is what was saved (times are stored to the microsecond).
     assert [i.to_doc() for i in loaded.interactions] == [interaction.to_doc()]
-    replay = ReplayTransport(path, timing="instant")
+    replay_session = CassetteSession(path, timing="instant")
+    replay = replay_session.transport
     answer = replay(TransportRequest("POST", URL, body={"stream": True}, stream=True))
     replayed = b"".join(answer.body)
-    replay.close()
+    replay_session.close()
     return loaded.interactions[0].response.body, replayed
 
 

@@ -1,5 +1,8 @@
 """The seam's rules, enforced by ``call``/``acall``/``check_response`` (DESIGN §2).
 
+Those three are private: the package calls every transport through them (the bridges, the
+recorder), so a rule broken by any transport is caught there.
+
 Every transport here is an in-process function: no sockets. The live transport and the bridge
 have their own files.
 """
@@ -11,20 +14,18 @@ import httpx
 import pytest
 
 from pytest_toolnexus import (
-    PUSHED,
     AsyncByteStream,
     ByteStream,
     CancelToken,
     ContractError,
     Headers,
+    HTTPBridge,
     TransportCancelled,
     TransportRequest,
     TransportResponse,
-    acall,
-    call,
-    check_response,
 )
 from pytest_toolnexus._bodies import decode_body, encode_json, is_json_type, wants_stream
+from pytest_toolnexus._seam import PUSHED, acall, call, check_response
 from tests.support.realtime import paced, wall
 
 URL = "http://test/v1/chat/completions"
@@ -159,7 +160,7 @@ def test_answers_that_are_not_http_responses_are_contract_errors(returned, messa
 
 def test_pushed_without_an_on_event_callback_is_a_contract_error():
     with pytest.raises(ContractError, match="no on_event callback"):
-        call(answer(TransportResponse(200, {}, PUSHED)), stream_request())
+        call(answer(TransportResponse.pushed(200)), stream_request())
 
 
 def test_a_transport_may_push_chunks_to_on_event():
@@ -168,14 +169,63 @@ def test_a_transport_may_push_chunks_to_on_event():
     def pushing(request):
         for chunk in (b"data: 1\n\n", b"data: 2\n\n"):
             request.on_event(chunk)
-        return TransportResponse(200, {"content-type": "text/event-stream"}, PUSHED)
+        return TransportResponse.pushed(200, {"content-type": "text/event-stream"})
 
     response = call(pushing, stream_request(on_event=received.append))
 
+    assert response.is_pushed
     assert response.body is PUSHED
+    assert response.headers["Content-Type"] == "text/event-stream"
     assert received == [b"data: 1\n\n", b"data: 2\n\n"]
     assert not response.is_parsed
+    assert not response.is_stream
     assert repr(PUSHED) == "PUSHED"
+
+
+@pytest.mark.parametrize("body", [None, {"a": 1}, b"raw", ByteStream([b"x"])])
+def test_only_a_pushed_answer_reads_as_pushed(body):
+    assert not TransportResponse(200, {}, body).is_pushed
+
+
+class Dual:
+    """One object for both seams: calling it is sync, ``acall`` is async."""
+
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, request):
+        self.seen.append(("sync", request.url))
+        return TransportResponse(200, {"content-type": "application/json"}, {"side": "sync"})
+
+    async def acall(self, request):
+        self.seen.append(("async", request.url))
+        await anyio.sleep(0)
+        return TransportResponse(200, {"content-type": "application/json"}, {"side": "async"})
+
+
+@pytest.mark.anyio
+async def test_a_dual_transport_is_called_on_its_async_side_from_async_code():
+    dual = Dual()
+
+    sync_answer = call(dual, TransportRequest("GET", URL))
+    async_answer = await acall(dual, TransportRequest("GET", URL))
+
+    assert (sync_answer.body, async_answer.body) == ({"side": "sync"}, {"side": "async"})
+    assert dual.seen == [("sync", URL), ("async", URL)]
+
+
+@pytest.mark.anyio
+async def test_the_bridge_serves_sync_and_async_clients_from_one_dual_transport():
+    dual = Dual()
+    bridge = HTTPBridge(dual)
+
+    with httpx.Client(transport=bridge) as client:
+        sync_body = client.get(URL).json()
+    async with httpx.AsyncClient(transport=bridge) as client:
+        async_body = (await client.get(URL)).json()
+
+    assert (sync_body, async_body) == ({"side": "sync"}, {"side": "async"})
+    assert [side for side, _ in dual.seen] == ["sync", "async"]
 
 
 def test_check_response_returns_the_response_it_was_given():

@@ -1,13 +1,13 @@
 """Safety lives in the store (issue 10, point 5): every write of a cassette redacts and scans.
 
-``RecordingTransport`` used on its own hands its callback the interaction as it was sent and
-received, credentials and all. These tests record real traffic from a loopback server through
-it (sync and async), save what it handed over with a plain ``Cassette.save()``, and read the
-file back raw: no credential header, no key in a query string and no account id may be in its
-bytes. A secret no rule can name (a key inside a JSON string) must stop the write with
-``SecretFoundError``, which never echoes it. Writing as given takes the named
-``unsafe_verbatim=True``. The builder and a session's ``before_write`` hook go through the same
-gate.
+The recorder (the private ``_record.RecordingTransport``) used on its own hands its callback the
+interaction as it was sent and received, credentials and all. These tests record real traffic
+from a loopback server through it (sync and async), save what it handed over with a plain
+``Cassette.save()``, and read the file back raw: no credential header, no key in a query string
+and no account id may be in its bytes. A secret no rule can name (a key inside a JSON string)
+must stop the write with ``SecretFoundError``, which never echoes it. Writing as given takes the
+named ``unsafe_verbatim=True``. The builder and a session's ``before_write`` hook go through the
+same gate.
 """
 
 import json
@@ -17,20 +17,18 @@ import msgpack
 import pytest
 
 from pytest_toolnexus import (
-    AsyncLiveTransport,
-    AsyncRecordingTransport,
     Cassette,
     Interaction,
     LiveTransport,
     RecordedRequest,
     RecordedResponse,
-    RecordingTransport,
     SecretFoundError,
     TransportRequest,
     use_cassette,
 )
 from pytest_toolnexus._cassette import JsonBody, SseBody
 from pytest_toolnexus._headers import Headers
+from pytest_toolnexus._record import RecordingTransport
 from pytest_toolnexus.build import build_cassette
 from tests.support.servers import LoopbackServer, write_chunk, write_chunked_head, write_response
 
@@ -151,9 +149,9 @@ def record_sync(server, route, stream):
 
 async def record_async(server, route, stream):
     recorded = []
-    async with AsyncLiveTransport() as live:
-        recorder = AsyncRecordingTransport(live, recorded.append)
-        response = await recorder(live_request(server, route, stream))
+    async with LiveTransport() as live:
+        recorder = RecordingTransport(live, recorded.append)
+        response = await recorder.acall(live_request(server, route, stream))
         if stream:
             async for _ in response.body:
                 pass

@@ -15,8 +15,9 @@ import anyio
 import pytest
 import trio
 
-from pytest_toolnexus import Cassette, Sleep, VirtualClock, use_cassette
+from pytest_toolnexus import Cassette, Sleep, use_cassette
 from pytest_toolnexus._timepatch import install, observe_sleeps
+from pytest_toolnexus._virtual import VirtualClock
 
 # The real objects, captured before any clock is installed. Kept in a dict (not as module
 # globals) so that no module scan can ever swap them for virtual ones.
@@ -597,10 +598,12 @@ def test_a_sessions_elapsed_is_the_exact_sum_of_its_virtual_waits(tmp_path, base
     from pytest_toolnexus import CassetteSession, build
 
     path = tmp_path / "c.msgpack"
-    build.build_cassette(path, [])
-    clock = VirtualClock(epoch=1.7e9)
+    build.build_cassette(path, [], meta={"clock_epoch": 1.7e9})
+    session = CassetteSession(path)
+    clock = session.clock
+    assert isinstance(clock, VirtualClock)
     clock._base = base  # where the real monotonic clock happened to be
-    session = CassetteSession(path, clock=clock)
+    session._t0 = clock.now()  # as if the session had started there
     total = 0.0
     for seconds in waits:
         clock.sleep(seconds)

@@ -18,7 +18,6 @@ from pytest_toolnexus import (
     Interaction,
     RecordedRequest,
     RecordedResponse,
-    ReplayTransport,
     TransportRequest,
     TransportResponse,
     WireCheckError,
@@ -67,7 +66,8 @@ def post(transport, body, url=URL):
     ],
 )
 def test_a_value_no_wire_carries_is_refused_with_its_path_and_the_fix(path, value, shown):
-    replay = ReplayTransport(path, on_unused="ignore")
+    replay_session = CassetteSession(path, on_unused="ignore")
+    replay = replay_session.transport
 
     with pytest.raises(WireCheckError) as caught:
         post(replay, {"model": "m", "temperature": value})
@@ -79,7 +79,7 @@ def test_a_value_no_wire_carries_is_refused_with_its_path_and_the_fix(path, valu
     assert f"POST {URL}" in message
     assert isinstance(caught.value, ValueError)
     # Refused before matching: nothing was played, so the good request still replays.
-    assert replay.session.requests == []
+    assert replay_session.requests == []
     assert post(replay, {"model": "m", "temperature": 0.5}) == {"n": "ok"}
 
 
@@ -96,7 +96,8 @@ def test_a_value_no_wire_carries_is_refused_with_its_path_and_the_fix(path, valu
     ],
 )
 def test_nested_values_are_found_and_named(path, body, where):
-    replay = ReplayTransport(path, on_unused="ignore")
+    replay_session = CassetteSession(path, on_unused="ignore")
+    replay = replay_session.transport
 
     with pytest.raises(WireCheckError, match=r"cannot be sent: ") as caught:
         post(replay, body)
@@ -105,7 +106,8 @@ def test_nested_values_are_found_and_named(path, body, where):
 
 
 def test_the_url_in_the_message_is_redacted(path):
-    replay = ReplayTransport(path, on_unused="ignore")
+    replay_session = CassetteSession(path, on_unused="ignore")
+    replay = replay_session.transport
     key = "AIza" + "w" * 35
 
     with pytest.raises(WireCheckError) as caught:
@@ -116,28 +118,32 @@ def test_the_url_in_the_message_is_redacted(path):
 
 
 def test_two_to_the_53_itself_passes(path):
-    replay = ReplayTransport(path, on_unused="ignore")
+    replay_session = CassetteSession(path, on_unused="ignore")
+    replay = replay_session.transport
 
     assert post(replay, {"model": "m", "seed": 2**53, "floor": -(2**53)}) == {"n": "edge"}
 
 
 @pytest.mark.parametrize("body", [{"seed": 2**53 - 7}, {"flag": True}, {"x": 1e308}, [-0.0]])
 def test_values_a_wire_carries_pass_the_check_and_then_miss_normally(path, body):
-    replay = ReplayTransport(path, on_unused="ignore")
+    replay_session = CassetteSession(path, on_unused="ignore")
+    replay = replay_session.transport
 
     with pytest.raises(CassetteMissError):
         post(replay, body)
 
 
 def test_wire_check_off_lets_the_request_replay(path):
-    replay = ReplayTransport(path, on_unused="ignore", wire_check=False)
+    replay_session = CassetteSession(path, on_unused="ignore", wire_check=False)
+    replay = replay_session.transport
 
     assert post(replay, {"model": "m", "seed": 2**60}) == {"n": "big"}
     assert post(replay, {"model": "m", "temperature": math.nan}) == {"n": "nan"}
 
 
 def test_wire_check_off_lets_an_unrecorded_request_miss_normally(path):
-    replay = ReplayTransport(path, on_unused="ignore", wire_check=False)
+    replay_session = CassetteSession(path, on_unused="ignore", wire_check=False)
+    replay = replay_session.transport
 
     with pytest.raises(CassetteMissError) as caught:
         post(replay, {"model": "m", "temperature": math.inf})
