@@ -23,6 +23,7 @@ from ._cassette import (
     load_cassette,
 )
 from ._errors import (
+    AlreadyInstalledError,
     CassetteError,
     CassetteExpiredWarning,
     CassetteFormatError,
@@ -42,6 +43,7 @@ from ._errors import (
     RemoteProtocolError,
     ReplayError,
     SecretFoundError,
+    SessionClosedError,
     ToolnexusError,
     TransportCancelled,
     TransportError,
@@ -68,6 +70,7 @@ from ._version import __version__
 from ._virtual import Sleep
 
 __all__ = [
+    "AlreadyInstalledError",
     "AsyncByteStream",
     "AsyncTransport",
     "ByteStream",
@@ -104,6 +107,7 @@ __all__ = [
     "ReplayError",
     "SecretFoundError",
     "SentRequest",
+    "SessionClosedError",
     "Sleep",
     "ToolnexusError",
     "Transport",

@@ -8,6 +8,7 @@ exception for SDK code.
 from __future__ import annotations
 
 __all__ = [
+    "AlreadyInstalledError",
     "CassetteError",
     "CassetteExpiredWarning",
     "CassetteFormatError",
@@ -27,6 +28,7 @@ __all__ = [
     "RemoteProtocolError",
     "ReplayError",
     "SecretFoundError",
+    "SessionClosedError",
     "ToolnexusError",
     "TransportCancelled",
     "TransportError",
@@ -192,6 +194,15 @@ class CassetteMissError(BaseException):
 
 class ReplayError(ToolnexusError):
     """A recorded interaction could not be replayed as the client asked for it."""
+
+
+class AlreadyInstalledError(ToolnexusError, RuntimeError):
+    """A cassette could not be installed: another one is installed in this process. The
+    message names both owners (cassette paths, test ids)."""
+
+
+class SessionClosedError(ToolnexusError, RuntimeError):
+    """A closed cassette session (or installation) was asked to start again, or to send."""
 
 
 class CassetteExpiredWarning(UserWarning):

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable
 from typing import Final, ParamSpec
 
-from ._errors import ToolnexusError
+from ._errors import AlreadyInstalledError, SessionClosedError
 
 __all__ = ["AlreadyInstalledError", "Installation", "SessionClosedError", "State", "installed"]
 
@@ -40,14 +40,6 @@ class State(enum.Enum):
     CREATED = "created"
     OPEN = "open"
     CLOSED = "closed"
-
-
-class AlreadyInstalledError(ToolnexusError, RuntimeError):
-    """A cassette could not be installed: another one is installed in this process."""
-
-
-class SessionClosedError(ToolnexusError, RuntimeError):
-    """A closed cassette session (or installation) was asked to start again."""
 
 
 class Installation:

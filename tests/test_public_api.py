@@ -22,6 +22,7 @@ from pytest_toolnexus import __all__ as exported_members
 # and the errors and warnings a test may meet. For seam authors: the seam's types, the bridge,
 # the live transport and the transport errors. README.md ("Public API") says which is which.
 EXPORTED = [
+    "AlreadyInstalledError",
     "AsyncByteStream",
     "AsyncTransport",
     "ByteStream",
@@ -58,6 +59,7 @@ EXPORTED = [
     "ReplayError",
     "SecretFoundError",
     "SentRequest",
+    "SessionClosedError",
     "Sleep",
     "ToolnexusError",
     "Transport",
