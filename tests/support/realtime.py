@@ -37,6 +37,7 @@ __all__ = [
     "apaced",
     "assert_did_not_sleep",
     "assert_paced",
+    "assert_stamped_in_flight",
     "paced",
     "sleep_lateness",
     "typical_allowance",
@@ -282,4 +283,28 @@ def assert_did_not_sleep(took: float, recorded: float, *, what: str) -> None:
     assert took < recorded / 2, (
         f"{what} took {took:.2f} s of real time, recorded over {recorded:.2f} s: it slept the "
         f"recorded gaps (a virtual replay waits for none of them)"
+    )
+
+
+def assert_stamped_in_flight(
+    began: Sequence[float], stamps: Sequence[float], had: Sequence[float], *, what: str
+) -> None:
+    """Each recorded stamp lies between when the server began writing its piece (``began``)
+    and when the client had it (``had``), all in seconds on one time base.
+
+    A recorder stamps a piece as it passes, so this holds on any machine however loaded, and
+    fails for a recorder that stamps on completion (late) or from the wrong origin (early).
+    Callers put both sides on the stamps' base, the request's send time, with bounds that only
+    widen the window: ``began - received_at`` (the server had the request no sooner than it
+    was sent) and ``had - before`` (read just before the call).
+    """
+    assert len(began) == len(stamps) == len(had), (what, len(began), len(stamps), len(had))
+    rounding = 1e-6  # stamps are kept to the microsecond
+    outside = [
+        (n, round(b, 4), round(t, 4), round(h, 4))
+        for n, (b, t, h) in enumerate(zip(began, stamps, had, strict=True))
+        if not b - rounding <= t <= h + rounding
+    ]
+    assert outside == [], (
+        f"{what}: stamps outside (server began writing, client had it), in seconds: {outside}"
     )
