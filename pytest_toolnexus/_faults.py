@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import email.utils
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
@@ -39,6 +39,7 @@ __all__ = [
     "PrependFault",
     "ReadTimeoutFault",
     "RechunkFault",
+    "Shaping",
     "StallFault",
     "error_body",
 ]
@@ -265,20 +266,13 @@ class ErrorEventFault(Fault):
         if self.style == "anthropic":
             event = ANTHROPIC.error_event(self.message)
         elif self.style == "auto":
-            url = _url_of(plan)
-            dialect = provider_of("POST", url) or provider_of("GET", url)
+            # The dialect of the request answered; a plan with no method is read as a POST.
+            dialect = provider_of(plan.method, plan.url) or provider_of("POST", plan.url)
             event = None if dialect is None else dialect.error_event(self.message)
         if event is None:  # "openai", or a dialect with no error event of its own
             event = OPENAI_CHAT.error_event(self.message)
         pieces = [*kept, (at, event)]
         return replace(plan, pieces=pieces, end=at, streamed=True, has_value=False, error=None)
-
-
-def _url_of(plan: Plan) -> str:
-    for note in plan.notes:
-        if note.startswith("url="):
-            return note[4:]
-    return ""
 
 
 Mode = Literal["bytes", "lines", "utf8", "merge"]
@@ -408,14 +402,19 @@ def _substitute(fault: Fault) -> PrependFault | ConnectTimeoutFault | ReadTimeou
     return None
 
 
-def shape_all(plan: Plan, faults: Sequence[Fault], url: str) -> Plan:
-    """Apply every shaping fault in order."""
-    plan = replace(plan, notes=[*plan.notes, f"url={url}"])
-    for fault in faults:
-        shape = getattr(fault, "shape", None)
-        if shape is not None:
-            plan = shape(plan)
-    return plan
+@dataclass(frozen=True, slots=True)
+class Shaping:
+    """The faults that apply to one request's recorded answer, as the ``shape`` replay takes:
+    called with the plan, it applies each shaping fault in the order given."""
+
+    faults: tuple[Fault, ...]
+
+    def __call__(self, plan: Plan) -> Plan:
+        for fault in self.faults:
+            shape = getattr(fault, "shape", None)
+            if shape is not None:
+                plan = shape(plan)
+        return plan
 
 
 def http_date(seconds_from_now: float, now: float) -> str:

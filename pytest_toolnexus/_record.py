@@ -3,6 +3,8 @@
 Every chunk reaches the client the moment it arrives; a copy is parsed into SSE events, NDJSON
 lines or timed chunks, each stamped with its arrival in ms from the moment the request was sent.
 Nothing is drained ahead of the client, so recording never changes what the client sees.
+Each request's progress, and the interaction it made, go to its
+:class:`~pytest_toolnexus._observer.Observer`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ._cassette import (
     EventStreamBody,
     Interaction,
     JsonBody,
+    MalformedCassette,
     NdjsonBody,
     RecordedError,
     RecordedRequest,
@@ -35,6 +38,7 @@ from ._errors import TransportCancelled, TransportError
 from ._eventstream import EventStreamError, FrameSplitter
 from ._headers import Headers
 from ._json_array import JsonArraySplitter
+from ._observer import Observer
 from ._seam import (
     AsyncByteStream,
     AsyncTransport,
@@ -59,9 +63,6 @@ __all__ = [
     "fixed_body",
     "recorded_request",
 ]
-
-Observer = Callable[[int, float], None]
-"""Told ``(piece_number, real_monotonic_time)`` as each stored piece of a body completes."""
 
 
 def fixed_body(headers: Headers, body: JSONValue | bytes) -> Body:
@@ -269,12 +270,19 @@ def _ndjson_doc(t_ms: float, line: str) -> dict[str, object]:
 
 
 class _Recording:
-    """One interaction in flight: it is handed to ``on_record`` exactly once, when it ends."""
+    """One interaction in flight: it is handed to ``on_record`` exactly once, when it ends.
 
-    def __init__(self, request: TransportRequest, on_record: Callable[[Interaction], None]) -> None:
-        self.observe: Observer | None = None
-        self.on_end: Callable[[], None] | None = None
-        self.on_problem: Callable[[str], None] | None = None
+    ``observer`` is told of each stored piece as it completes (with the real monotonic time),
+    of the end when the client read the whole answer, and of a stream it could not parse.
+    """
+
+    def __init__(
+        self,
+        request: TransportRequest,
+        observer: Observer,
+        on_record: Callable[[Interaction], None],
+    ) -> None:
+        self._observer = observer
         self._pieces = 0
         self.request = recorded_request(request)
         self._on_record = on_record
@@ -296,13 +304,8 @@ class _Recording:
                 return
             self._done = True
         response = interaction.response
-        if (
-            self.on_end is not None
-            and response is not None
-            and response.complete
-            and response.error is None
-        ):
-            self.on_end()
+        if response is not None and response.complete and response.error is None:
+            self._observer.ended()
         self._on_record(interaction)
 
     def failed(self, exc: BaseException) -> None:
@@ -318,8 +321,7 @@ class _Recording:
             return
         if isinstance(body, Pushed):
             raise TransportError("recording needs a pull stream; the live transport pushed")
-        if self.observe is not None:
-            self.observe(0, real_monotonic())
+        self._observer.delivered(0, real_monotonic())
         self._emit(
             Interaction(
                 self.request,
@@ -336,10 +338,10 @@ class _Recording:
     def chunk(self, data: bytes) -> None:
         assert self._body is not None
         completed = self._body.feed(data, self.elapsed())
-        if self.observe is not None and completed:
+        if completed:
             at = real_monotonic()
             for _ in range(completed):
-                self.observe(self._pieces, at)
+                self._observer.delivered(self._pieces, at)
                 self._pieces += 1
 
     def ended(self, *, complete: bool, error: BaseException | None = None) -> None:
@@ -349,8 +351,8 @@ class _Recording:
             complete = True
         t_end = self.elapsed()
         body = self._body.finish()
-        if self._body.problem is not None and self.on_problem is not None:
-            self.on_problem(
+        if self._body.problem is not None:
+            self._observer.problem(
                 f"{self.request.method} {self.request.url}: {self._body.problem}; the client "
                 "read the stream as sent, and the cassette keeps it as timed raw chunks"
             )
@@ -377,15 +379,13 @@ class _Inflight:
         self._lock = threading.Lock()
         self._open: dict[int, _Recording] = {}
 
-    def start(
-        self, request: TransportRequest, on_record: Callable[[Interaction], None]
-    ) -> _Recording:
+    def start(self, request: TransportRequest, observer: Observer) -> _Recording:
         def handed_over(interaction: Interaction) -> None:
             with self._lock:
                 self._open.pop(id(recording), None)
-            on_record(interaction)
+            observer.recorded(interaction)
 
-        recording = _Recording(request, handed_over)
+        recording = _Recording(request, observer, handed_over)
         with self._lock:
             self._open[id(recording)] = recording
         return recording
@@ -404,6 +404,36 @@ def _error_of(exc: BaseException, t_ms: float) -> RecordedError:
     return RecordedError(kind, message, t_ms)
 
 
+class _Sinks:
+    """The :class:`Observer` of a request sent with none: the recorder's own ``on_record`` and
+    ``on_problem`` (either may be None), and nothing else."""
+
+    def __init__(
+        self,
+        on_record: Callable[[Interaction], None] | None,
+        on_problem: Callable[[str], None] | None,
+    ) -> None:
+        self._on_record = on_record
+        self._on_problem = on_problem
+
+    def delivered(self, number: int, at: float) -> None:
+        pass
+
+    def ended(self) -> None:
+        pass
+
+    def recorded(self, interaction: Interaction) -> None:
+        if self._on_record is not None:
+            self._on_record(interaction)
+
+    def malformed(self, problem: MalformedCassette) -> Exception | None:
+        return None
+
+    def problem(self, text: str) -> None:
+        if self._on_problem is not None:
+            self._on_problem(text)
+
+
 class RecordingTransport:
     """A seam transport, sync and async (a :class:`~._seam.DualTransport`), that sends through
     ``live`` and hands each finished interaction to ``on_record``, while the client reads every
@@ -412,48 +442,38 @@ class RecordingTransport:
     callable).
 
     An interaction is finished when its stream ends, fails, or is closed by the client (then it
-    is marked incomplete). ``on_record`` is called exactly once per request; a call may pass
-    its own ``on_record`` (to know which request an interaction belongs to), and ``on_end``,
-    called when the client has read the whole answer.
+    is marked incomplete). ``on_record`` is called exactly once per request, and ``on_problem``
+    with a sentence for each stream the recorder could not parse. A call may pass its own
+    ``observer`` instead (to know which request an interaction belongs to): it is told of each
+    piece delivered, of the end when the client has read the whole answer, of the interaction
+    (in place of ``on_record``) and of a stream that could not be parsed (in place of
+    ``on_problem``).
     """
 
     def __init__(
         self,
         live: Transport | AsyncTransport | DualTransport,
-        on_record: Callable[[Interaction], None],
+        on_record: Callable[[Interaction], None] | None = None,
         on_problem: Callable[[str], None] | None = None,
     ) -> None:
         self._live = live
-        self._on_record = on_record
-        self._on_problem = on_problem
+        self._sinks = _Sinks(on_record, on_problem)
         self._inflight = _Inflight()
 
     def finish_pending(self) -> int:
         """Save every stream still open as incomplete; returns how many there were."""
         return self._inflight.finish_all()
 
-    def _start(
-        self,
-        request: TransportRequest,
-        observe: Observer | None,
-        on_record: Callable[[Interaction], None] | None,
-        on_end: Callable[[], None] | None,
-    ) -> _Recording:
-        recording = self._inflight.start(request, on_record or self._on_record)
-        recording.observe = observe
-        recording.on_end = on_end
-        recording.on_problem = self._on_problem
-        return recording
+    def _start(self, request: TransportRequest, observer: Observer | None) -> _Recording:
+        return self._inflight.start(request, self._sinks if observer is None else observer)
 
     def __call__(
         self,
         request: TransportRequest,
         *,
-        observe: Observer | None = None,
-        on_record: Callable[[Interaction], None] | None = None,
-        on_end: Callable[[], None] | None = None,
+        observer: Observer | None = None,
     ) -> TransportResponse:
-        recording = self._start(request, observe, on_record, on_end)
+        recording = self._start(request, observer)
         try:
             response = call(cast(Transport, self._live), request)
         except Exception as exc:
@@ -465,11 +485,9 @@ class RecordingTransport:
         self,
         request: TransportRequest,
         *,
-        observe: Observer | None = None,
-        on_record: Callable[[Interaction], None] | None = None,
-        on_end: Callable[[], None] | None = None,
+        observer: Observer | None = None,
     ) -> TransportResponse:
-        recording = self._start(request, observe, on_record, on_end)
+        recording = self._start(request, observer)
         try:
             response = await acall(cast(AsyncTransport, self._live), request)
         except Exception as exc:

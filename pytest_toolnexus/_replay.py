@@ -3,13 +3,14 @@
 Each SSE event, NDJSON line or chunk becomes its own piece of the byte stream, released when
 the clock reaches its recorded offset at the moment the client pulls it. Recorded transport
 errors are raised again, at their recorded time. A :class:`Plan` is what gets sent; faults
-reshape it before it is played.
+reshape it before it is played. What happens to the request is told to its
+:class:`~pytest_toolnexus._observer.Observer`.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, overload
 
 from ._cancel import CancelToken
@@ -29,24 +30,16 @@ from ._cassette import (
 from ._clock import Clock
 from ._errors import ERROR_KINDS, ReplayError, TransportError
 from ._headers import Headers
+from ._observer import NO_OBSERVER, Observer
 from ._seam import AsyncByteStream, ByteStream, JSONValue, TransportRequest, TransportResponse
 
 __all__ = [
-    "Delivery",
-    "Ended",
-    "Malformed",
     "Plan",
     "Shaper",
     "aplay",
     "plan_of",
     "play",
 ]
-
-Delivery = Callable[[int, float], None]
-"""Called as ``(piece_number, clock_time)`` each time a piece reaches the client."""
-
-Ended = Callable[[], None]
-"""Called once the client has read a replayed body to its end (or to its recorded error)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +50,8 @@ class Plan:
     ``value`` is set when the body is one JSON document, so a client that did not ask for a
     stream gets it parsed. ``streamed`` is true when the recording was a stream. ``pieces`` of
     a stream are produced as the client pulls them; a shaper gets them as a list.
+    ``method`` and ``url`` are those of the request being answered (a fault that speaks the
+    provider's dialect reads them).
     """
 
     status: int
@@ -69,11 +64,9 @@ class Plan:
     streamed: bool = False
     value: JSONValue = None
     has_value: bool = False
-    notes: list[str] = field(default_factory=list)
+    method: str = ""
+    url: str = ""
 
-
-Malformed = Callable[[MalformedCassette], Exception]
-"""Turns a broken stored piece into the error the client should see."""
 
 Shaper = Callable[[Plan], Plan]
 """Reshapes a plan before it is played (what a fault does)."""
@@ -88,10 +81,12 @@ def _error(recorded: RecordedError) -> TransportError:
     return cls(recorded.message)
 
 
-def plan_of(response: RecordedResponse, *, whole_bytes: bool = True) -> Plan:
-    """The plan for a recorded response. Stream pieces are made lazily; a broken one raises
-    :class:`MalformedCassette` when it is reached. ``whole_bytes=False`` skips encoding a
-    JSON body that will be handed over parsed."""
+def plan_of(
+    response: RecordedResponse, *, whole_bytes: bool = True, method: str = "", url: str = ""
+) -> Plan:
+    """The plan for a recorded response to the request ``method url``. Stream pieces are made
+    lazily; a broken one raises :class:`MalformedCassette` when it is reached.
+    ``whole_bytes=False`` skips encoding a JSON body that will be handed over parsed."""
     body = response.body
     timed_json = isinstance(body, JsonBody) and body.times is not None
     streamed = timed_json or isinstance(body, SseBody | NdjsonBody | ChunksBody | EventStreamBody)
@@ -115,6 +110,8 @@ def plan_of(response: RecordedResponse, *, whole_bytes: bool = True) -> Plan:
         streamed=streamed,
         value=body.value if isinstance(body, JsonBody) else None,
         has_value=isinstance(body, JsonBody),
+        method=method,
+        url=url,
     )
 
 
@@ -183,9 +180,10 @@ def _prepare(
     if interaction.error is not None:
         return None, interaction.error
     assert interaction.response is not None
+    response, method, url = interaction.response, request.method, request.url
     if shape is None:
-        return plan_of(interaction.response, whole_bytes=request.stream), None
-    return shape(plan_of(interaction.response)), None
+        return plan_of(response, whole_bytes=request.stream, method=method, url=url), None
+    return shape(plan_of(response, method=method, url=url)), None
 
 
 def play(
@@ -193,14 +191,13 @@ def play(
     request: TransportRequest,
     clock: Clock,
     start: float,
-    on_deliver: Delivery | None = None,
-    on_end: Ended | None = None,
+    observer: Observer = NO_OBSERVER,
     shape: Shaper | None = None,
-    on_malformed: Malformed | None = None,
 ) -> TransportResponse:
     """The sync response for ``interaction``; ``start`` is the clock time the request was sent.
 
-    ``on_malformed`` turns a broken stored piece, met while streaming, into the error to raise.
+    ``observer`` is told of each piece delivered and of the end, and turns a broken stored
+    piece, met while streaming, into the error to raise; ``shape`` reshapes the plan (faults).
     """
     cancel = request.cancel
     plan, failure = _prepare(interaction, request, shape)
@@ -212,22 +209,18 @@ def play(
     whole = _whole(plan, request)
     if whole is not None:
         clock.wait_until(start + _seconds(plan.end, clock), cancel)
-        if on_deliver is not None:
-            on_deliver(0, clock.now())
-        if on_end is not None:
-            on_end()
+        observer.delivered(0, clock.now())
+        observer.ended()
         return whole
     return TransportResponse(
         plan.status,
         plan.headers,
-        ByteStream(
-            _pieces(_Delivery(plan, start, clock, on_deliver, on_end, on_malformed), cancel)
-        ),
+        ByteStream(_pieces(_Delivery(plan, start, clock, observer), cancel)),
     )
 
 
 def _lookahead(
-    pieces: Iterable[tuple[float, bytes]], on_malformed: Malformed | None
+    pieces: Iterable[tuple[float, bytes]], observer: Observer
 ) -> Iterator[tuple[float, bytes, bool]]:
     """Each piece with a flag that says whether it is the last one."""
     iterator = iter(pieces)
@@ -238,15 +231,17 @@ def _lookahead(
             yield current[0], current[1], following is None
             current = following
     except MalformedCassette as exc:
-        if on_malformed is None:
+        error = observer.malformed(exc)
+        if error is None:
             raise
-        raise on_malformed(exc) from exc
+        raise error from exc
     except (TypeError, ValueError, RecursionError, OverflowError) as exc:
         # A damaged stored value (bytes or NaN as event data, nesting past the recursion
         # limit) fails while its piece is encoded.
-        if on_malformed is None:
+        error = observer.malformed(MalformedCassette(damage_reason(exc)))
+        if error is None:
             raise
-        raise on_malformed(MalformedCassette(damage_reason(exc))) from exc
+        raise error from exc
 
 
 class _Delivery:
@@ -258,16 +253,12 @@ class _Delivery:
         plan: Plan,
         start: float,
         clock: Clock,
-        on_deliver: Delivery | None,
-        on_end: Ended | None,
-        on_malformed: Malformed | None,
+        observer: Observer,
     ) -> None:
         self._plan = plan
         self._start = start
         self.clock = clock
-        self._on_deliver = on_deliver
-        self._on_end = on_end
-        self._on_malformed = on_malformed
+        self._observer = observer
         self._count = 0
         self._last = False
         self._read_all = False
@@ -279,7 +270,7 @@ class _Delivery:
         """``(deadline, piece)`` for each piece, then ``(deadline, None)`` for the end; a
         recorded error or an incomplete recording is raised where it happened."""
         plan = self._plan
-        for t_ms, data, last in _lookahead(plan.pieces, self._on_malformed):
+        for t_ms, data, last in _lookahead(plan.pieces, self._observer):
             self._last = last
             yield self._due(t_ms), data
         self._read_all = plan.error is None
@@ -292,8 +283,7 @@ class _Delivery:
 
     def delivered(self) -> None:
         """A piece reached the client now."""
-        if self._on_deliver is not None:
-            self._on_deliver(self._count, self.clock.now())
+        self._observer.delivered(self._count, self.clock.now())
         self._count += 1
         self._read_all = self._last
 
@@ -301,8 +291,8 @@ class _Delivery:
         # A client that closes the body after its last recorded piece has read all of it:
         # SSE clients stop at their end marker without asking for more, and a recording made
         # that way ends there too.
-        if self._on_end is not None and self._read_all and self._plan.error is None:
-            self._on_end()
+        if self._read_all and self._plan.error is None:
+            self._observer.ended()
 
 
 def _pieces(delivery: _Delivery, cancel: CancelToken | None) -> Iterator[bytes]:
@@ -322,10 +312,8 @@ async def aplay(
     request: TransportRequest,
     clock: Clock,
     start: float,
-    on_deliver: Delivery | None = None,
-    on_end: Ended | None = None,
+    observer: Observer = NO_OBSERVER,
     shape: Shaper | None = None,
-    on_malformed: Malformed | None = None,
 ) -> TransportResponse:
     """The async mirror of :func:`play`."""
     cancel = request.cancel
@@ -338,17 +326,13 @@ async def aplay(
     whole = _whole(plan, request)
     if whole is not None:
         await clock.await_until(start + _seconds(plan.end, clock), cancel)
-        if on_deliver is not None:
-            on_deliver(0, clock.now())
-        if on_end is not None:
-            on_end()
+        observer.delivered(0, clock.now())
+        observer.ended()
         return whole
     return TransportResponse(
         plan.status,
         plan.headers,
-        AsyncByteStream(
-            _apieces(_Delivery(plan, start, clock, on_deliver, on_end, on_malformed), cancel)
-        ),
+        AsyncByteStream(_apieces(_Delivery(plan, start, clock, observer), cancel)),
     )
 
 

@@ -35,14 +35,14 @@ from ._errors import (
     RecorderWarning,
     WireCheckError,
 )
-from ._faults import Fault, FaultSet, shape_all
+from ._faults import Fault, FaultSet, Shaping
 from ._install import Installation, SessionClosedError, State
 from ._live import LiveTransport
 from ._match import Index, Matcher, MatchRules
 from ._miss import miss_error, missing_error, missing_message
 from ._record import RecordingTransport
 from ._redact import redact_url
-from ._replay import Plan, Shaper, aplay, play
+from ._replay import Shaper, aplay, play
 from ._replay_check import DAMAGE, check_playable
 from ._seam import (
     AsyncTransport,
@@ -112,14 +112,6 @@ class SentRequest:
     faults: list[str] = field(default_factory=list)
     deliveries: list[float] = field(default_factory=list)
     complete: bool = False
-    _origin: float = field(default=0.0, init=False, repr=False)
-
-    @classmethod
-    def _sent_at(cls, origin: float, /, *args: Any, **fields: Any) -> SentRequest:
-        """A record of a request sent at ``origin`` on the session's clock (its reading)."""
-        sent = cls(*args, **fields)
-        sent._origin = origin
-        return sent
 
     @property
     def first_delivery(self) -> float | None:
@@ -131,26 +123,64 @@ class SentRequest:
         """When the last piece reached the client (``sent_at`` when nothing was delivered)."""
         return self.deliveries[-1] if self.deliveries else self.sent_at
 
-    def _deliver(self, number: int, at: float) -> None:
-        self.deliveries.append(self.sent_at + (at - self._origin))
 
-    def _ended(self) -> None:
-        self.complete = True
+class Turn:
+    """How one request will be answered, and the :class:`Observer` of its way there.
 
-    def _answered(self, response: TransportResponse) -> TransportResponse:
-        self.status = response.status
-        self.retry_after = response.headers.get("retry-after")
+    ``interaction`` is what will be played (None: it is recorded live, and ``keep`` takes the
+    interaction the recording makes), ``position`` its place in the cassette, ``shape`` what
+    faults do to it. As the request goes, the turn fills in its timing record ``sent``:
+    ``origin`` is the clock time it was sent at, so each delivery is stamped in seconds since
+    the session started.
+    """
+
+    def __init__(
+        self,
+        sent: SentRequest,
+        origin: float,
+        interaction: Interaction | None,
+        position: int | None,
+        shape: Shaper | None,
+        *,
+        path: Path,
+        keep: Callable[[Interaction], None] | None,
+        problems: list[str],
+    ) -> None:
+        self.sent = sent
+        self.origin = origin
+        self.interaction = interaction
+        self.position = position
+        self.shape = shape
+        self._path = path
+        self._keep = keep
+        self._problems = problems
+
+    def answered(self, response: TransportResponse) -> TransportResponse:
+        """Note the status (and ``Retry-After``) the client gets; returns ``response``."""
+        self.sent.status = response.status
+        self.sent.retry_after = response.headers.get("retry-after")
         return response
 
+    # -- the Observer -----------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class _Turn:
-    """How one request will be answered: an interaction to play (None: record it live)."""
+    def delivered(self, number: int, at: float) -> None:
+        self.sent.deliveries.append(self.sent.sent_at + (at - self.origin))
 
-    sent: SentRequest
-    interaction: Interaction | None
-    position: int | None
-    shape: Shaper | None
+    def ended(self) -> None:
+        self.sent.complete = True
+
+    def recorded(self, interaction: Interaction) -> None:
+        assert self._keep is not None, "a turn that plays an interaction records none"
+        self._keep(interaction)
+
+    def malformed(self, problem: MalformedCassette) -> Exception:
+        where = "an injected fault" if self.position is None else f"interaction {self.position}"
+        return CassetteFormatError(
+            f"cassette {self._path} is corrupt at {where}: {problem}", path=str(self._path)
+        )
+
+    def problem(self, text: str) -> None:
+        self._problems.append(text)
 
 
 class CassetteSession:
@@ -408,88 +438,45 @@ class CassetteSession:
     def transport_for(self, live: Transport | None) -> Transport:
         """A sync seam transport that records through ``live`` (default: its own client)."""
         # Made before any request is timed, since opening a client takes a while.
-        recorder = (
-            RecordingTransport(
-                live or self._default_live(), self._keeper(), self.recorder_problems.append
-            )
-            if self._may_record
-            else None
-        )
+        recorder = RecordingTransport(live or self._default_live()) if self._may_record else None
         if recorder is not None:
             self._recorders.append(recorder)
 
         def handle(request: TransportRequest) -> TransportResponse:
             turn = self._begin(request)
-            sent = turn.sent
             if turn.interaction is not None:
                 with self._malformed(turn.position):
                     self._check_once(turn.interaction)
-                    response = play(turn.interaction, request, **self._playing(turn))
-                return sent._answered(response)
+                    response = play(
+                        turn.interaction, request, self.clock, turn.origin, turn, turn.shape
+                    )
+                return turn.answered(response)
             assert recorder is not None  # _begin raised the miss otherwise
-            return sent._answered(
-                recorder(
-                    request,
-                    observe=sent._deliver,
-                    on_record=self._keeper(sent),
-                    on_end=sent._ended,
-                )
-            )
+            return turn.answered(recorder(request, observer=turn))
 
         return handle
 
     def async_transport_for(self, live: AsyncTransport | DualTransport | None) -> AsyncTransport:
         """An async seam transport that records through ``live`` (default: its own client)."""
         recorder = (
-            RecordingTransport(
-                live or self._default_async_live(), self._keeper(), self.recorder_problems.append
-            )
-            if self._may_record
-            else None
+            RecordingTransport(live or self._default_async_live()) if self._may_record else None
         )
         if recorder is not None:
             self._recorders.append(recorder)
 
         async def handle(request: TransportRequest) -> TransportResponse:
             turn = self._begin(request)
-            sent = turn.sent
             if turn.interaction is not None:
                 with self._malformed(turn.position):
                     self._check_once(turn.interaction)
-                    response = await aplay(turn.interaction, request, **self._playing(turn))
-                return sent._answered(response)
+                    response = await aplay(
+                        turn.interaction, request, self.clock, turn.origin, turn, turn.shape
+                    )
+                return turn.answered(response)
             assert recorder is not None  # _begin raised the miss otherwise
-            return sent._answered(
-                await recorder.acall(
-                    request,
-                    observe=sent._deliver,
-                    on_record=self._keeper(sent),
-                    on_end=sent._ended,
-                )
-            )
+            return turn.answered(await recorder.acall(request, observer=turn))
 
         return handle
-
-    def _playing(self, turn: _Turn) -> dict[str, Any]:
-        """How :func:`play` and :func:`aplay` replay one turn on this session's clock."""
-        return {
-            "clock": self.clock,
-            "start": turn.sent._origin,
-            "on_deliver": turn.sent._deliver,
-            "on_end": turn.sent._ended,
-            "shape": turn.shape,
-            "on_malformed": self._malformed_error(turn.position),
-        }
-
-    def _malformed_error(self, position: int | None) -> Callable[[MalformedCassette], Exception]:
-        where = "an injected fault" if position is None else f"interaction {position}"
-
-        def error(exc: MalformedCassette) -> Exception:
-            return CassetteFormatError(
-                f"cassette {self.path} is corrupt at {where}: {exc}", path=str(self.path)
-            )
-
-        return error
 
     @contextlib.contextmanager
     def _malformed(self, position: int | None) -> Iterator[None]:
@@ -538,7 +525,7 @@ class CassetteSession:
     def _scanner(self) -> SecretScanner:
         return SecretScanner(allow=self._allow_secrets, seen=self._seen_env)
 
-    def _begin(self, request: TransportRequest) -> _Turn:
+    def _begin(self, request: TransportRequest) -> Turn:
         if self._may_record:
             self._seen_env.update(credential_environment().items())
         if self._state is State.CLOSED:
@@ -571,8 +558,7 @@ class CassetteSession:
                 self.misses.append(miss)
                 raise miss
             now = self.clock.now()
-            sent = SentRequest._sent_at(
-                now,
+            sent = SentRequest(
                 request.method,
                 redact_url(request.url),
                 now - self._t0,
@@ -585,17 +571,20 @@ class CassetteSession:
         interaction = substitute
         if interaction is None and position is not None:
             interaction = self._index.interactions[position]
-        faults = [fault for fault, _ in shapers]
-        shape: Shaper | None = None
-        if faults and substitute is None:
-            url = request.url
+        faults = tuple(fault for fault, _ in shapers)
+        shape = Shaping(faults) if faults and substitute is None else None
+        return Turn(
+            sent,
+            now,
+            interaction,
+            position,
+            shape,
+            path=self.path,
+            keep=self._keeper(sent) if interaction is None else None,
+            problems=self.recorder_problems,
+        )
 
-            def shape(plan: Plan) -> Plan:
-                return shape_all(plan, faults, url)
-
-        return _Turn(sent, interaction, position, shape)
-
-    def _keeper(self, sent: SentRequest | None = None) -> Callable[[Interaction], None]:
+    def _keeper(self, sent: SentRequest) -> Callable[[Interaction], None]:
         """Where one request's recorded interaction goes: numbered in the order requests were
         sent, so the cassette keeps that order whatever order their streams end in."""
         with self._lock:
@@ -608,9 +597,7 @@ class CassetteSession:
             safe = redacted(interaction)
             with self._lock:
                 self._recorded[number] = safe
-                position = self._index.add(safe, played=True)
-                if sent is not None:
-                    sent.interaction = position
+                sent.interaction = self._index.add(safe, played=True)
 
         return keep
 

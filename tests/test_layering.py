@@ -30,8 +30,9 @@ STORE = (
     "_sniff",
 )
 
-# What a session composes.
+# What a session composes (``_observer``: what record and replay tell whoever sent a request).
 REPLAY_CORE = (
+    "_observer",
     "_record*",
     "_replay*",
     "_faults*",
@@ -100,8 +101,8 @@ SAME_LAYER: dict[str, tuple[str, ...]] = {
     "_live": ("_compat",),
     "_bridge": ("_compat",),
     **dict.fromkeys(STORE, STORE),  # the store is one component
-    "_record*": ("_clock*", "_virtual*", "_match*"),
-    "_replay*": ("_clock*", "_virtual*", "_match*"),
+    "_record*": ("_clock*", "_virtual*", "_match*", "_observer"),
+    "_replay*": ("_clock*", "_virtual*", "_match*", "_observer"),
     "_virtual*": ("_clock*",),
     "_timepatch": ("_clock*", "_virtual*"),
     "_faults*": ("_replay*",),
