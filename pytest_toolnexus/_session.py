@@ -8,23 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
-import functools
 import os
 import threading
 import types
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal, cast, get_args
 
-from ._bodies import wire_problem, wire_suspect
-from ._bridge import HTTPBridge
 from ._cassette import (
     Cassette,
     Interaction,
-    MalformedCassette,
-    RecordedRequest,
     damage_reason,
     load_cassette,
 )
@@ -33,32 +27,25 @@ from ._errors import (
     CassetteFormatError,
     CassetteMissError,
     RecorderWarning,
-    WireCheckError,
 )
-from ._faults import Fault, FaultSet, Shaping
+from ._faults import Fault, FaultSet
 from ._install import Installation, SessionClosedError, State
 from ._live import LiveTransport
 from ._match import Index, Matcher, MatchRules
-from ._miss import miss_error, missing_error, missing_message
+from ._miss import missing_message
 from ._record import RecordingTransport
-from ._redact import redact_url
-from ._replay import Shaper, aplay, play
-from ._replay_check import DAMAGE, check_playable
+from ._replay_check import DAMAGE
+from ._route import RequestPath
 from ._seam import (
     AsyncTransport,
     DualTransport,
-    RequestBody,
     Transport,
-    TransportRequest,
-    TransportResponse,
     async_side,
 )
-from ._secrets import SecretScanner, credential_environment
-from ._store_redact import redacted
+from ._sent import SentRequest
 from ._store_write import RecordingWriter
 from ._timepatch import install as install_clock
 from ._timepatch import observe_sleeps
-from ._views import ProviderView, ViewError, view
 from ._virtual import Sleep, VirtualClock
 
 __all__ = [
@@ -89,101 +76,7 @@ class UnusedInteractionsWarning(UserWarning):
     """A cassette closed with recorded interactions that no request played."""
 
 
-@dataclass
-class SentRequest:
-    """One request the code under test sent, and what answered it.
-
-    Times are seconds on the session's clock since the session started: ``sent_at`` when the
-    request was sent, each of ``deliveries`` when a piece of the response body (an SSE event,
-    an NDJSON line, a chunk, or a whole body) reached the client. ``interaction`` is the
-    cassette position that answered (None for an answer a fault made up), ``body`` the request
-    body as the client sent it (parsed JSON, or bytes), and ``faults`` what each injected fault
-    did to this request.
-    """
-
-    method: str
-    url: str
-    sent_at: float
-    replayed: bool
-    interaction: int | None = None
-    status: int | None = None
-    retry_after: str | None = None
-    body: RequestBody = None
-    faults: list[str] = field(default_factory=list)
-    deliveries: list[float] = field(default_factory=list)
-    complete: bool = False
-
-    @property
-    def first_delivery(self) -> float | None:
-        """When the first piece of the body reached the client, or None."""
-        return self.deliveries[0] if self.deliveries else None
-
-    @property
-    def finished_at(self) -> float:
-        """When the last piece reached the client (``sent_at`` when nothing was delivered)."""
-        return self.deliveries[-1] if self.deliveries else self.sent_at
-
-
-class Turn:
-    """How one request will be answered, and the :class:`Observer` of its way there.
-
-    ``interaction`` is what will be played (None: it is recorded live, and ``keep`` takes the
-    interaction the recording makes), ``position`` its place in the cassette, ``shape`` what
-    faults do to it. As the request goes, the turn fills in its timing record ``sent``:
-    ``origin`` is the clock time it was sent at, so each delivery is stamped in seconds since
-    the session started.
-    """
-
-    def __init__(
-        self,
-        sent: SentRequest,
-        origin: float,
-        interaction: Interaction | None,
-        position: int | None,
-        shape: Shaper | None,
-        *,
-        path: Path,
-        keep: Callable[[Interaction], None] | None,
-        problems: list[str],
-    ) -> None:
-        self.sent = sent
-        self.origin = origin
-        self.interaction = interaction
-        self.position = position
-        self.shape = shape
-        self._path = path
-        self._keep = keep
-        self._problems = problems
-
-    def answered(self, response: TransportResponse) -> TransportResponse:
-        """Note the status (and ``Retry-After``) the client gets; returns ``response``."""
-        self.sent.status = response.status
-        self.sent.retry_after = response.headers.get("retry-after")
-        return response
-
-    # -- the Observer -----------------------------------------------------------------------
-
-    def delivered(self, number: int, at: float) -> None:
-        self.sent.deliveries.append(self.sent.sent_at + (at - self.origin))
-
-    def ended(self) -> None:
-        self.sent.complete = True
-
-    def recorded(self, interaction: Interaction) -> None:
-        assert self._keep is not None, "a turn that plays an interaction records none"
-        self._keep(interaction)
-
-    def malformed(self, problem: MalformedCassette) -> Exception:
-        where = "an injected fault" if self.position is None else f"interaction {self.position}"
-        return CassetteFormatError(
-            f"cassette {self._path} is corrupt at {where}: {problem}", path=str(self._path)
-        )
-
-    def problem(self, text: str) -> None:
-        self._problems.append(text)
-
-
-class CassetteSession:
+class CassetteSession(RequestPath):
     """One cassette in use, with a record mode and a clock.
 
     ``record`` is one of ``none`` (replay only; a miss is an error), ``once`` (record when the
@@ -418,270 +311,10 @@ class CassetteSession:
             list(self.clock.sleeps) if isinstance(self.clock, VirtualClock) else list(self._sleeps)
         )
 
-    # -- transports -----------------------------------------------------------------------
-
-    @functools.cached_property
-    def transport(self) -> Transport:
-        """The sync seam transport serving this cassette (live traffic via a default client).
-        It is made on first use, and every read gives that same transport."""
-        return self.transport_for(None)
-
-    @functools.cached_property
-    def async_transport(self) -> AsyncTransport:
-        """The async seam transport serving this cassette; made once, like :attr:`transport`."""
-        return self.async_transport_for(None)
-
-    def http_transport(self) -> HTTPBridge:
-        """An httpx/httpx2 transport for ``httpx2.Client(transport=...)`` and friends."""
-        return HTTPBridge(self.transport, async_transport=self.async_transport)
-
-    def transport_for(self, live: Transport | None) -> Transport:
-        """A sync seam transport that records through ``live`` (default: its own client)."""
-        # Made before any request is timed, since opening a client takes a while.
-        recorder = RecordingTransport(live or self._default_live()) if self._may_record else None
-        if recorder is not None:
-            self._recorders.append(recorder)
-
-        def handle(request: TransportRequest) -> TransportResponse:
-            turn = self._begin(request)
-            if turn.interaction is not None:
-                with self._malformed(turn.position):
-                    self._check_once(turn.interaction)
-                    response = play(
-                        turn.interaction, request, self.clock, turn.origin, turn, turn.shape
-                    )
-                return turn.answered(response)
-            assert recorder is not None  # _begin raised the miss otherwise
-            return turn.answered(recorder(request, observer=turn))
-
-        return handle
-
-    def async_transport_for(self, live: AsyncTransport | DualTransport | None) -> AsyncTransport:
-        """An async seam transport that records through ``live`` (default: its own client)."""
-        recorder = (
-            RecordingTransport(live or self._default_async_live()) if self._may_record else None
-        )
-        if recorder is not None:
-            self._recorders.append(recorder)
-
-        async def handle(request: TransportRequest) -> TransportResponse:
-            turn = self._begin(request)
-            if turn.interaction is not None:
-                with self._malformed(turn.position):
-                    self._check_once(turn.interaction)
-                    response = await aplay(
-                        turn.interaction, request, self.clock, turn.origin, turn, turn.shape
-                    )
-                return turn.answered(response)
-            assert recorder is not None  # _begin raised the miss otherwise
-            return turn.answered(await recorder.acall(request, observer=turn))
-
-        return handle
-
-    @contextlib.contextmanager
-    def _malformed(self, position: int | None) -> Iterator[None]:
-        try:
-            yield
-        except (MalformedCassette, *DAMAGE) as exc:
-            where = "an injected fault" if position is None else f"interaction {position}"
-            raise CassetteFormatError(
-                f"cassette {self.path} is corrupt at {where}: {damage_reason(exc)}; restore "
-                "the file from version control, or record it again with record mode 'all'",
-                path=str(self.path),
-            ) from exc
-
-    def _default_live(self) -> Transport:
-        if self._live is not None:
-            return self._live
-        transport = LiveTransport()
-        self._owned_live.append(transport)
-        self._live = transport
-        return transport
-
-    def _default_async_live(self) -> AsyncTransport | DualTransport:
-        if self._async_live is not None:
-            return self._async_live
-        transport = LiveTransport()
-        self._owned_async_live.append(transport)
-        self._async_live = transport
-        return transport
-
-    # -- the request path -----------------------------------------------------------------
-
-    def inject(self, *faults: Fault) -> None:
-        """Add faults (from :mod:`pytest_toolnexus.faults`); they count requests from now on."""
-        for fault in faults:
-            self._faults.add(fault)
-
-    def _check_once(self, interaction: Interaction) -> None:
-        """:func:`check_playable`, once per interaction however often it plays (repeats,
-        faults), so a replay pays for the check only the first time."""
-        key = id(interaction)
-        if key in self._playable:
-            return
-        check_playable(interaction)
-        self._playable.add(key)
-
-    def _scanner(self) -> SecretScanner:
-        return SecretScanner(allow=self._allow_secrets, seen=self._seen_env)
-
-    def _begin(self, request: TransportRequest) -> Turn:
-        if self._may_record:
-            self._seen_env.update(credential_environment().items())
-        if self._state is State.CLOSED:
-            raise SessionClosedError(
-                f"cassette {self.path} is closed; {request.method} {request.url} came after "
-                "the end of the block or test that used it"
-            )
-        if self._not_found is not None:
-            error = missing_error(self._not_found, self.path, request)
-            self.misses.append(error)
-            raise error
-        if (
-            self._wire_check
-            and not isinstance(request.body, bytes)
-            and wire_suspect(request.content)
-        ):
-            problem = wire_problem(request.body)
-            if problem is not None:
-                raise WireCheckError(
-                    f"{request.method} {redact_url(request.url)}: the request body cannot be "
-                    f"sent: {problem}. A real client could never have sent this request, so "
-                    "the test would describe something that cannot happen. Fix the value, or "
-                    "turn the check off with wire_check=False (on the marker or the session)."
-                )
-        substitute, shapers = self._faults.apply(request) if self._faults else (None, [])
-        with self._lock:
-            position = None if substitute is not None else self._index.take(request)
-            if substitute is None and position is None and not self._may_record:
-                miss = self._miss(request)
-                self.misses.append(miss)
-                raise miss
-            now = self.clock.now()
-            sent = SentRequest(
-                request.method,
-                redact_url(request.url),
-                now - self._t0,
-                replayed=substitute is not None or position is not None,
-                interaction=position,
-                body=request.body,
-                faults=[description for _, description in shapers],
-            )
-            self.requests.append(sent)
-        interaction = substitute
-        if interaction is None and position is not None:
-            interaction = self._index.interactions[position]
-        faults = tuple(fault for fault, _ in shapers)
-        shape = Shaping(faults) if faults and substitute is None else None
-        return Turn(
-            sent,
-            now,
-            interaction,
-            position,
-            shape,
-            path=self.path,
-            keep=self._keeper(sent) if interaction is None else None,
-            problems=self.recorder_problems,
-        )
-
-    def _keeper(self, sent: SentRequest) -> Callable[[Interaction], None]:
-        """Where one request's recorded interaction goes: numbered in the order requests were
-        sent, so the cassette keeps that order whatever order their streams end in."""
-        with self._lock:
-            self._sequence += 1
-            number = self._sequence
-
-        def keep(interaction: Interaction) -> None:
-            if self._redact_hook is not None:
-                interaction = self._redact_hook(interaction)
-            safe = redacted(interaction)
-            with self._lock:
-                self._recorded[number] = safe
-                sent.interaction = self._index.add(safe, played=True)
-
-        return keep
-
-    def _miss(self, request: TransportRequest) -> CassetteMissError:
-        return miss_error(
-            request,
-            path=self.path,
-            index=self._index,
-            record_mode=self.record_mode,
-            meta=self._meta,
-            note=self._note,
-            scanner=self._scanner(),
-        )
-
-    # -- end of use -----------------------------------------------------------------------
-
-    def unused(self) -> list[tuple[int, RecordedRequest]]:
-        """Loaded interactions that no request played, with their positions."""
-        with self._lock:
-            return [
-                (i, self._index.interactions[i].request)
-                for i in self._index.unused()
-                if i < self._loaded_count
-            ]
-
-    def view(self, request: int = -1) -> ProviderView:
-        """What the model answered to the ``request``-th request sent (the last by default),
-        in the provider-neutral shape of :mod:`pytest_toolnexus.views`."""
-        with self._lock:
-            sent = self.requests[request]
-            if sent.interaction is None:
-                raise ViewError(
-                    f"request {request} ({sent.method} {sent.url}) was answered by an injected "
-                    "fault or recorded live without a cassette position; there is nothing to view"
-                )
-            interaction = self._index.interactions[sent.interaction]
-        return view(interaction)
-
-    def unconsumed(self) -> list[SentRequest]:
-        """Replayed successful responses whose body the client never read to the end.
-
-        Error answers (a client may close a 429 unread before it retries), answers that never
-        came (a transport error) and answers a fault made up or cut short are not counted.
-        """
-        with self._lock:
-            return [
-                r
-                for r in self.requests
-                if r.replayed
-                and not r.complete
-                and r.status is not None
-                and r.status < 400
-                and not r.faults
-            ]
-
-    @property
-    def play_count(self) -> int:
-        """How many responses were replayed from the cassette (pytest-recording's
-        ``vcr.play_count``)."""
-        with self._lock:
-            return sum(1 for r in self.requests if r.replayed)
-
-    @property
-    def all_played(self) -> bool:
-        """True when every loaded interaction was played (pytest-recording's
-        ``vcr.all_played``)."""
-        return not self.unused()
-
     def discard_recording(self) -> None:
         """Write nothing at :meth:`close`: what was recorded is dropped (the plugin does this
         when a test fails while recording, unless ``record_on_error=True``)."""
         self._discard = True
-
-    @property
-    def recorded(self) -> list[Interaction]:
-        """Interactions recorded in this session so far, in the order their requests were sent."""
-        with self._lock:
-            return [self._recorded[k] for k in sorted(self._recorded)]
-
-    @property
-    def interactions(self) -> list[Interaction]:
-        """Every interaction known to this session: loaded, then recorded."""
-        with self._lock:
-            return list(self._index.interactions)
 
     def close(self) -> None:
         """Take off the clock, save streams still open, write the cassette if anything was

@@ -72,8 +72,19 @@ LAYERS: list[tuple[str, ...]] = [
     STORE,
     # 4: record, replay and its faults, clocks, matching, the network tripwire, the sessions
     # that compose them, the builder of unrecorded cassettes and the in-process model on it
-    # (and the text of a miss, which reads the match index)
-    (*REPLAY_CORE, "_views*", "_miss", "_session*", "_expect*", "_build*", "_model*"),
+    # (and the text of a miss, which reads the match index). A session is its request path
+    # (``_route``), the record of each request sent (``_sent``), and its lifecycle.
+    (
+        *REPLAY_CORE,
+        "_views*",
+        "_miss",
+        "_sent",
+        "_route",
+        "_session*",
+        "_expect*",
+        "_build*",
+        "_model*",
+    ),
     # 5: the pytest plugin (with its hooks, settings and client patching), the command line
     # (with import-vcr and migrate),
     # the public package and its public submodules
@@ -107,7 +118,9 @@ SAME_LAYER: dict[str, tuple[str, ...]] = {
     "_timepatch": ("_clock*", "_virtual*"),
     "_faults*": ("_replay*",),
     "_miss": ("_match*",),
-    "_session*": (*REPLAY_CORE, "_views*", "_miss"),
+    "_sent": ("_replay*",),
+    "_route": (*REPLAY_CORE, "_views*", "_miss", "_sent"),
+    "_session*": (*REPLAY_CORE, "_views*", "_miss", "_sent", "_route"),
     "_expect*": ("_session*", "_clock*"),
     "_build*": ("_faults*",),
     "_model*": ("_build*",),
