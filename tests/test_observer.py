@@ -8,7 +8,7 @@ raises the error the observer chooses. With no observer, the transports work as 
 
 import pytest
 
-from pytest_toolnexus import _record
+from pytest_toolnexus import _record_body
 from pytest_toolnexus._cassette import (
     ChunksBody,
     Interaction,
@@ -263,7 +263,7 @@ def test_a_stream_the_recorder_cannot_parse_is_told_to_the_observer(monkeypatch)
     def failing(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(_record, "sse_event_doc", failing)
+    monkeypatch.setattr(_record_body, "sse_event_doc", failing)
     problems = []
     watcher = Watcher()
 

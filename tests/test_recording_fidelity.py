@@ -211,12 +211,12 @@ def test_a_payload_nested_past_the_recursion_limit_is_kept_as_text(tmp_path):
 
 @pytest.mark.parametrize("error", [RuntimeError("boom"), RecursionError("deep"), KeyError("k")])
 def test_a_recorder_that_fails_never_breaks_the_clients_stream(tmp_path, monkeypatch, error):
-    from pytest_toolnexus import _record
+    from pytest_toolnexus import _record_body
 
     def failing(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(_record, "sse_event_doc", failing)
+    monkeypatch.setattr(_record_body, "sse_event_doc", failing)
     events = [b"data: one\n\n", b"data: two\n\n", b"data: three\n\n"]
 
     def read(client, url):
