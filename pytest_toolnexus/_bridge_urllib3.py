@@ -19,6 +19,10 @@ goes on to urllib3's own ``_make_request``, and the live body is handed to the s
 arrives.
 
 urllib3 is imported by this module; import it only once urllib3 is in use.
+
+Why one module of over 400 lines: the wire it writes, the ``http.client`` response that parses
+it and the one urllib3 method it takes over only make sense together, and every reading path
+urllib3 offers has to be served by the same pieces.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ recorded time is a :class:`Time`. Interactions are paired by ``METHOD URL`` (in 
 added or removed interaction does not make every later one differ), then each pair is compared
 leaf by leaf. Time differences within the tolerance are not differences. Header names are
 compared without regard to case; JSON key order is not a difference.
+
+Why one module of over 400 lines: the comparison and its rendering share the tree they are made
+of (:class:`Time` leaves, header maps), whose private node types would otherwise have to be
+shared between two modules.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ responses, a connect timeout, a read timeout before the headers) without using u
 recorded interaction, so the client's retry still finds it. A *shaper* changes how the
 recorded answer is played (re-chunked, stalled, cut off, or carrying an error event). Faults
 compose: every applicable fault applies, in the order given.
+
+Why one module of over 400 lines: every fault is a small frozen dataclass, and the set that
+counts the requests each one targets (:class:`FaultSet`) must know which faults answer in place
+of the recording and which shape it; kept together, the two kinds are read side by side.
 """
 
 from __future__ import annotations

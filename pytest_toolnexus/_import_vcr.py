@@ -11,6 +11,10 @@ has ``t_headers = t_end = 0``: on replay the whole body is there at once.
 
 A response-only fixture (``{status, headers, body}``, :mod:`._import_vcr_fixture`) goes through
 the same steps, as the answer to the request the user names.
+
+Why one module of over 400 lines: it is one pipeline (read, convert each interaction, redact,
+scan, write), with its error sentences; the body conversion is already apart in
+:mod:`._import_vcr_body` and the response-only fixtures in :mod:`._import_vcr_fixture`.
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ the objects pydantic and every ``isinstance`` check know. Three mechanisms, one 
 The machinery that waits on the operating system with a real timeout (the asyncio and trio event
 loops, ``threading``, ``queue``, ``subprocess``, ``concurrent.futures``) and pytest's own timing
 keep real time: a timeout there must neither hang on a clock that is not moving nor fire at once.
+
+Why one module of over 400 lines: the three mechanisms are installed and taken away as one
+(:func:`install` undoes whatever part went in when a later part fails), so they live together.
 """
 
 from __future__ import annotations

@@ -2,6 +2,11 @@
 
 Loaded through the ``pytest11`` entry point. A test with the marker (or that asks for the
 ``cassette`` fixture) has every httpx and httpx2 client it creates served by its cassette.
+
+Why one module of over 400 lines: pytest reads the hooks and fixtures from the module the
+``pytest11`` entry point names, and the ``cassette`` fixture, its report and the terminal
+summary share the per-test options; settings, hooks and client patching are already apart
+(``_settings``, ``_hookspecs``, ``_patch*``).
 """
 
 from __future__ import annotations
