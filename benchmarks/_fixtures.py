@@ -22,8 +22,8 @@ from vcr.serializers import yamlserializer
 from vcr.stubs.httpx_stubs import _serialize_response
 
 from pytest_toolnexus import Cassette, Headers, Interaction, RecordedRequest, RecordedResponse
-from pytest_toolnexus._cassette import JsonBody, SseBody, sse_event_doc
-from pytest_toolnexus._streams import SseParser
+from pytest_toolnexus._store.cassette import JsonBody, SseBody, sse_event_doc
+from pytest_toolnexus._store.streams import SseParser
 
 CHAT_URL = "https://api.openai.com/v1/chat/completions"
 MODEL = "gpt-4o-mini"

@@ -19,8 +19,8 @@ from _common import Table, median, ms, now, ratio, verdict
 from _fixtures import chat_pairs, write_toolnexus
 
 from pytest_toolnexus import use_cassette
-from pytest_toolnexus._timepatch import install
-from pytest_toolnexus._virtual import VirtualClock
+from pytest_toolnexus._timing.timepatch import install
+from pytest_toolnexus._timing.virtual import VirtualClock
 
 GOAL_MS = 2.0
 CLOCK_CYCLES = 1_000
@@ -53,8 +53,8 @@ def _session_cycle(path: Path) -> float:
 
 _FIRST_INSTALL = """
 import time, openai, anthropic
-from pytest_toolnexus._timepatch import install
-from pytest_toolnexus._virtual import VirtualClock
+from pytest_toolnexus._timing.timepatch import install
+from pytest_toolnexus._timing.virtual import VirtualClock
 start = time.clock_gettime(time.CLOCK_MONOTONIC)
 install(VirtualClock())()
 print(time.clock_gettime(time.CLOCK_MONOTONIC) - start)

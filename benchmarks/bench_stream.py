@@ -30,7 +30,7 @@ from _fixtures import (
 )
 
 from pytest_toolnexus import CassetteSession, load_cassette
-from pytest_toolnexus._cassette import SseBody
+from pytest_toolnexus._store.cassette import SseBody
 
 GOAL_PER_EVENT = 2e-6
 GOAL_FIRST_BYTE = 1e-3

@@ -36,8 +36,8 @@ from pytest_toolnexus import (
     RecordedResponse,
     use_cassette,
 )
-from pytest_toolnexus._cassette import JsonBody, SseBody, sse_event_doc
-from pytest_toolnexus._streams import SseEvent
+from pytest_toolnexus._store.cassette import JsonBody, SseBody, sse_event_doc
+from pytest_toolnexus._store.streams import SseEvent
 
 EVENTS = 20
 STEP_MS = 50.0

@@ -12,17 +12,12 @@ The public API serves two audiences (README.md, "Public API"):
 Every other module is private.
 """
 
-from ._bridge import HTTPBridge
-from ._cancel import CancelToken
-from ._cassette import (
-    Cassette,
-    Interaction,
-    RecordedError,
-    RecordedRequest,
-    RecordedResponse,
-    load_cassette,
-)
-from ._errors import (
+from ._answers.model import ModelTransport
+from ._answers.model import Turn as ModelTurn
+from ._bridges.httpx import HTTPBridge
+from ._bridges.live import LiveTransport
+from ._seam.cancel import CancelToken
+from ._seam.errors import (
     AlreadyInstalledError,
     CassetteError,
     CassetteExpiredWarning,
@@ -51,12 +46,8 @@ from ._errors import (
     WriteError,
     WriteTimeout,
 )
-from ._expect import assert_attempts, assert_incremental, assert_time_to_first_event, assert_waits
-from ._headers import Headers
-from ._live import LiveTransport
-from ._model import ModelTransport
-from ._model import Turn as ModelTurn
-from ._seam import (
+from ._seam.headers import Headers
+from ._seam.transport import (
     AsyncByteStream,
     AsyncTransport,
     ByteStream,
@@ -65,9 +56,23 @@ from ._seam import (
     TransportRequest,
     TransportResponse,
 )
-from ._session import CassetteSession, SentRequest, UnusedInteractionsWarning, use_cassette
+from ._session.session import CassetteSession, SentRequest, UnusedInteractionsWarning, use_cassette
+from ._store.cassette import (
+    Cassette,
+    Interaction,
+    RecordedError,
+    RecordedRequest,
+    RecordedResponse,
+    load_cassette,
+)
+from ._timing.expect import (
+    assert_attempts,
+    assert_incremental,
+    assert_time_to_first_event,
+    assert_waits,
+)
+from ._timing.virtual import Sleep
 from ._version import __version__
-from ._virtual import Sleep
 
 __all__ = [
     "AlreadyInstalledError",

@@ -11,7 +11,7 @@ Every function returns one interaction that the official SDK parses into the tex
 calls it was built from. Built requests match any body at the provider's URL.
 """
 
-from ._build import (
+from ._answers.build import (
     ANTHROPIC_URL,
     GEMINI_BASE,
     OLLAMA_URL,

@@ -36,13 +36,13 @@ from typing import Any, ClassVar, Final, Literal
 
 import pytest
 
-from . import _build as build
-from ._cassette import Interaction
-from ._expect import assert_attempts, assert_incremental, assert_waits
-from ._faults import DisconnectFault, Fault
-from ._install import Installation
-from ._patch import patch_http_clients
-from ._session import CassetteSession
+from ._answers import build as build
+from ._patching.httpx import patch_http_clients
+from ._patching.install import Installation
+from ._session.faults import DisconnectFault, Fault
+from ._session.session import CassetteSession
+from ._store.cassette import Interaction
+from ._timing.expect import assert_attempts, assert_incremental, assert_waits
 
 __all__ = [
     "NON_RETRYABLE_4XX",

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from ._faults import (
+from ._session.faults import (
     ConnectTimeoutFault,
     DisconnectFault,
     ErrorEventFault,

@@ -23,24 +23,24 @@ from typing import Any, Final
 
 import pytest
 
-from . import _hookspecs
-from ._cassette import Cassette, Interaction, RecordedRequest, load_cassette
-from ._errors import CassetteError
-from ._install import Installation
-from ._patch import DirectLive, patch_http_clients
-from ._patch_libraries import patch_libraries
-from ._plugin_expiry import CassetteExpiredWarning, expiry
-from ._plugin_vcr import register_vcr_marker, unserved_vcr_marker
-from ._seam import AsyncTransport, Transport, TransportRequest
-from ._session import RECORD_MODES, TIMING_MODES, CassetteSession, UnusedInteractionsWarning
-from ._settings import (
+from ._patching.httpx import DirectLive, patch_http_clients
+from ._patching.install import Installation
+from ._patching.libraries import patch_libraries
+from ._plugin import hookspecs as _hookspecs
+from ._plugin.expiry import CassetteExpiredWarning, expiry
+from ._plugin.settings import (
     UNSERVED_POLICIES,
     UNUSED_POLICIES,
     CassetteOptions,
     default_cassette_path,
     layer,
 )
-from ._tripwire import Unserved, arm_tripwire
+from ._plugin.vcr_marker import register_vcr_marker, unserved_vcr_marker
+from ._safety.tripwire import Unserved, arm_tripwire
+from ._seam.errors import CassetteError
+from ._seam.transport import AsyncTransport, Transport, TransportRequest
+from ._session.session import RECORD_MODES, TIMING_MODES, CassetteSession, UnusedInteractionsWarning
+from ._store.cassette import Cassette, Interaction, RecordedRequest, load_cassette
 
 __all__ = [
     "cassette",

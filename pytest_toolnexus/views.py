@@ -9,6 +9,14 @@
 The shape and the finish-reason mapping follow ADR 0011.
 """
 
-from ._views import Provider, ProviderView, ToolCallView, Usage, ViewError, provider_of, view
+from ._answers.views import (
+    Provider,
+    ProviderView,
+    ToolCallView,
+    Usage,
+    ViewError,
+    provider_of,
+    view,
+)
 
 __all__ = ["Provider", "ProviderView", "ToolCallView", "Usage", "ViewError", "provider_of", "view"]

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from pytest_toolnexus import load_cassette
-from pytest_toolnexus._cassette import EventStreamBody
+from pytest_toolnexus._store.cassette import EventStreamBody
 from pytest_toolnexus.views import view
 from tests.support.emulator import Emulator
 from tests.support.realtime import assert_did_not_sleep, assert_stamped_in_flight

@@ -9,7 +9,7 @@ import pytest
 import urllib3
 
 from pytest_toolnexus import CassetteSession, faults
-from pytest_toolnexus._patch_urllib3 import patch_urllib3
+from pytest_toolnexus._patching.urllib3 import patch_urllib3
 from tests.support.emulator import Emulator
 
 MESSAGES = [{"role": "user", "content": [{"text": "Count."}]}]

@@ -29,7 +29,7 @@ from pytest_toolnexus import (
     TransportRequest,
     TransportResponse,
 )
-from pytest_toolnexus._errors import ERROR_KINDS
+from pytest_toolnexus._seam.errors import ERROR_KINDS
 from tests.support.realtime import wall
 from tests.support.servers import Fixed, LoopbackServer
 

@@ -18,8 +18,8 @@ import urllib3
 from urllib3.util.retry import Retry
 
 from pytest_toolnexus import CassetteMissError, CassetteSession, NetworkBlockedError, faults
-from pytest_toolnexus._patch_urllib3 import patch_urllib3
-from pytest_toolnexus._tripwire import arm_tripwire
+from pytest_toolnexus._patching.urllib3 import patch_urllib3
+from pytest_toolnexus._safety.tripwire import arm_tripwire
 from tests.support.emulator import Emulator
 from tests.support.realtime import wall
 

@@ -10,7 +10,17 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from pytest_toolnexus._cassette import (
+from pytest_toolnexus._seam.errors import (
+    CassetteError,
+    CassetteFormatError,
+    CassetteNotFoundError,
+    CassetteVersionError,
+)
+from pytest_toolnexus._seam.headers import Headers
+from pytest_toolnexus._seam.transport import TransportRequest, TransportResponse
+from pytest_toolnexus._session.record import BodyRecorder, RecordingTransport
+from pytest_toolnexus._session.session import CassetteSession
+from pytest_toolnexus._store.cassette import (
     FORMAT,
     VERSION,
     BytesBody,
@@ -29,17 +39,7 @@ from pytest_toolnexus._cassette import (
     sse_event_doc,
     sse_event_of,
 )
-from pytest_toolnexus._errors import (
-    CassetteError,
-    CassetteFormatError,
-    CassetteNotFoundError,
-    CassetteVersionError,
-)
-from pytest_toolnexus._headers import Headers
-from pytest_toolnexus._record import BodyRecorder, RecordingTransport
-from pytest_toolnexus._seam import TransportRequest, TransportResponse
-from pytest_toolnexus._session import CassetteSession
-from pytest_toolnexus._streams import SseEvent, SseParser
+from pytest_toolnexus._store.streams import SseEvent, SseParser
 
 URL = "https://api.example.test/v1/chat/completions"
 
@@ -305,7 +305,9 @@ def test_a_session_recording_the_same_thing_twice_writes_the_same_bytes(tmp_path
 
     def record(name):
         ticks = iter(range(1000))
-        monkeypatch.setattr("pytest_toolnexus._record.real_monotonic", lambda: next(ticks) * 0.0125)
+        monkeypatch.setattr(
+            "pytest_toolnexus._session.record.real_monotonic", lambda: next(ticks) * 0.0125
+        )
         path = tmp_path / name
         with CassetteSession(path, record="all", live=live) as session:
             session.transport(

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pytest_toolnexus import load_cassette
-from pytest_toolnexus._settings import (
+from pytest_toolnexus._plugin.settings import (
     CassetteOptions,
     cassette_file_name,
     default_cassette_path,

@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-from pytest_toolnexus import _cfunc
-from pytest_toolnexus._timepatch import install
-from pytest_toolnexus._virtual import VirtualClock
+from pytest_toolnexus._timing import cfunc as _cfunc
+from pytest_toolnexus._timing.timepatch import install
+from pytest_toolnexus._timing.virtual import VirtualClock
 
 HELD = {"monotonic": time.monotonic, "perf_counter_ns": time.perf_counter_ns}
 

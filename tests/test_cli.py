@@ -13,7 +13,7 @@ from pathlib import Path
 import msgpack
 
 from pytest_toolnexus import Cassette, Headers, Interaction, RecordedRequest, RecordedResponse
-from pytest_toolnexus._cassette import FORMAT, JsonBody, SseBody
+from pytest_toolnexus._store.cassette import FORMAT, JsonBody, SseBody
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_KEY = "sk-proj-" + "Fk9_" * 6  # built at run time: no secret-shaped literal in the source

@@ -15,8 +15,8 @@ import msgpack
 import pytest
 
 from pytest_toolnexus import Cassette, Headers, Interaction, RecordedRequest, RecordedResponse
-from pytest_toolnexus._cassette import FORMAT, JsonBody, RecordedError, SseBody, TextBody
-from pytest_toolnexus._cli import main
+from pytest_toolnexus._cli.main import main
+from pytest_toolnexus._store.cassette import FORMAT, JsonBody, RecordedError, SseBody, TextBody
 
 ROOT = Path(__file__).resolve().parent.parent
 URL = "https://api.example.invalid/v1/chat/completions"

@@ -21,8 +21,8 @@ from pytest_toolnexus import (
     faults,
     load_cassette,
 )
-from pytest_toolnexus._cassette import JsonBody, SseBody
-from pytest_toolnexus._errors import CassetteFormatError
+from pytest_toolnexus._seam.errors import CassetteFormatError
+from pytest_toolnexus._store.cassette import JsonBody, SseBody
 from tests.test_cli import ROOT, run
 
 

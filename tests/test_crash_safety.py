@@ -35,7 +35,7 @@ from pytest_toolnexus import (
     RecordedResponse,
     load_cassette,
 )
-from pytest_toolnexus._cassette import JsonBody, SseBody
+from pytest_toolnexus._store.cassette import JsonBody, SseBody
 from tests.support.servers import LoopbackServer, write_chunk, write_chunked_head
 
 pytestmark = pytest.mark.skipif(
@@ -55,7 +55,8 @@ ZYGOTE = textwrap.dedent(
 
     import httpx
 
-    from pytest_toolnexus import LiveTransport, _cassette, use_cassette
+    from pytest_toolnexus import LiveTransport, use_cassette
+    from pytest_toolnexus._store import cassette as _cassette
 
     # Made once, before any fork: every recorder reuses its (empty) pool and TLS setup.
     LIVE = LiveTransport(httpx.Client(timeout=10))

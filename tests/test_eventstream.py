@@ -10,7 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_toolnexus import CassetteFormatError, load_cassette
-from pytest_toolnexus._cassette import (
+from pytest_toolnexus._seam.headers import Headers
+from pytest_toolnexus._session.record import BodyRecorder
+from pytest_toolnexus._store.cassette import (
     Cassette,
     ChunksBody,
     EventStreamBody,
@@ -20,7 +22,7 @@ from pytest_toolnexus._cassette import (
     body_from_doc,
     frame_doc,
 )
-from pytest_toolnexus._eventstream import (
+from pytest_toolnexus._store.eventstream import (
     EventStreamError,
     Frame,
     FrameSplitter,
@@ -28,8 +30,6 @@ from pytest_toolnexus._eventstream import (
     decode,
     encode,
 )
-from pytest_toolnexus._headers import Headers
-from pytest_toolnexus._record import BodyRecorder
 
 names = st.text(min_size=1, max_size=24).filter(lambda n: len(n.encode()) < 256)
 INTEGER_RANGES = {

@@ -23,8 +23,8 @@ from pytest_toolnexus import (
     assert_waits,
     use_cassette,
 )
-from pytest_toolnexus._cassette import JsonBody, SseBody
-from pytest_toolnexus._expect import REAL_TIME_TOLERANCE
+from pytest_toolnexus._store.cassette import JsonBody, SseBody
+from pytest_toolnexus._timing.expect import REAL_TIME_TOLERANCE
 
 URL = "https://api.example.test/v1/chat"
 OTHER_URL = "https://api.example.test/v1/embeddings"

@@ -46,7 +46,9 @@ from pytest_toolnexus import (
     RecordedResponse,
     load_cassette,
 )
-from pytest_toolnexus._cassette import (
+from pytest_toolnexus._safety.secrets import SecretScanner
+from pytest_toolnexus._seam.errors import CassetteError
+from pytest_toolnexus._store.cassette import (
     FORMAT,
     AnyBody,
     BytesBody,
@@ -56,8 +58,6 @@ from pytest_toolnexus._cassette import (
     SseBody,
     TextBody,
 )
-from pytest_toolnexus._errors import CassetteError
-from pytest_toolnexus._secrets import SecretScanner
 from tests.support.fuzzing import report, scaled
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -37,16 +37,16 @@ import msgpack
 import pytest
 
 from pytest_toolnexus import CassetteSession, load_cassette
-from pytest_toolnexus._cassette import BytesBody, JsonBody, TextBody
-from pytest_toolnexus._cli import main as cli_main
-from pytest_toolnexus._errors import (
+from pytest_toolnexus._cli.main import main as cli_main
+from pytest_toolnexus._seam.errors import (
     CassetteError,
     CassetteFormatError,
     CassetteMissError,
     ReplayError,
     TransportError,
 )
-from pytest_toolnexus._seam import AsyncByteStream, ByteStream, TransportRequest
+from pytest_toolnexus._seam.transport import AsyncByteStream, ByteStream, TransportRequest
+from pytest_toolnexus._store.cassette import BytesBody, JsonBody, TextBody
 from tests.support.fuzzing import report, scaled
 from tests.test_fuzz_loader import SEEDS, node_paths, with_replaced
 

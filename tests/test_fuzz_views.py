@@ -20,9 +20,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_toolnexus import Interaction, RecordedRequest, RecordedResponse, build
-from pytest_toolnexus._cassette import EventStreamBody, JsonBody, NdjsonBody, SseBody, frame_doc
-from pytest_toolnexus._eventstream import Frame, Header, encode
-from pytest_toolnexus._views import stream_errors
+from pytest_toolnexus._answers.views import stream_errors
+from pytest_toolnexus._store.cassette import (
+    EventStreamBody,
+    JsonBody,
+    NdjsonBody,
+    SseBody,
+    frame_doc,
+)
+from pytest_toolnexus._store.eventstream import Frame, Header, encode
 from pytest_toolnexus.views import ProviderView, ViewError, view
 from tests.support.fuzzing import counted, report, report_examples, scaled
 

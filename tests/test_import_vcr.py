@@ -23,7 +23,8 @@ import vcr
 import yaml
 
 from pytest_toolnexus import use_cassette
-from pytest_toolnexus._cassette import (
+from pytest_toolnexus._cli.main import main
+from pytest_toolnexus._store.cassette import (
     BytesBody,
     EmptyBody,
     JsonBody,
@@ -32,7 +33,6 @@ from pytest_toolnexus._cassette import (
     TextBody,
     load_cassette,
 )
-from pytest_toolnexus._cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "sk-" + "a" * 24  # built at run time: no secret-shaped literal in the source

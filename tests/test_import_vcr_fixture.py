@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from pytest_toolnexus import CassetteMissError, use_cassette
-from pytest_toolnexus._cassette import AnyBody, JsonBody, SseBody, load_cassette
-from pytest_toolnexus._cli import main
-from pytest_toolnexus._import_vcr import VcrImportError, load_vcr_cassette
+from pytest_toolnexus._cli.import_vcr import VcrImportError, load_vcr_cassette
+from pytest_toolnexus._cli.main import main
+from pytest_toolnexus._store.cassette import AnyBody, JsonBody, SseBody, load_cassette
 
 URL = "https://api.example.invalid/v1/messages"
 REQUEST = f"POST {URL}"

@@ -15,7 +15,10 @@ import pytest
 import yaml
 
 from pytest_toolnexus import use_cassette
-from pytest_toolnexus._cassette import (
+from pytest_toolnexus._answers.views import provider_of, view
+from pytest_toolnexus._cli.import_vcr import load_vcr_cassette
+from pytest_toolnexus._cli.main import main
+from pytest_toolnexus._store.cassette import (
     BytesBody,
     EmptyBody,
     JsonBody,
@@ -24,9 +27,6 @@ from pytest_toolnexus._cassette import (
     TextBody,
     load_cassette,
 )
-from pytest_toolnexus._cli import main
-from pytest_toolnexus._import_vcr import load_vcr_cassette
-from pytest_toolnexus._views import provider_of, view
 
 URL = "https://api.example.invalid/v1/chat/completions"
 ANSWER = {"id": "c-1", "choices": [{"message": {"role": "assistant", "content": "héllo"}}]}

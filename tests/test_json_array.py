@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from pytest_toolnexus._cassette import JsonBody, MalformedCassette, body_from_doc
-from pytest_toolnexus._json_array import JsonArraySplitter
+from pytest_toolnexus._store.cassette import JsonBody, MalformedCassette, body_from_doc
+from pytest_toolnexus._store.json_array import JsonArraySplitter
 
 ARRAY = b'[{"a": "x,]}\\"", "b": [1, {"c": []}]}\n,\r\n"s\\\\", 12.5, true, null, [3]\n]'
 

@@ -15,132 +15,121 @@ import pytest
 PACKAGE = "pytest_toolnexus"
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / PACKAGE
 
-# The cassette store, with the framing, redaction and secret scan it applies before a write
-# (``_store_redact``, ``_store_safe``) and the locked, merging writer (``_store_write``).
+# The package's folders are the parts of DESIGN §1 (docs/architecture.md); a folder is not a
+# layer. Each layer below is one step of the picture, and a module sits in the lowest layer it
+# can live in. A module belongs to the first pattern it matches, lowest layer first.
+
+# The cassette store and the gate every write of it goes through (redaction, then the secret
+# scan): one component, whose modules may import each other.
 STORE = (
-    "_cassette",
-    "_cassette_*",
-    "_store*",
-    "_format*",
-    "_streams",
-    "_json_array",
-    "_eventstream",
-    "_redact",
-    "_secrets",
-    "_sniff",
+    "_store.*",
+    "_safety.redact_interaction",
+    "_safety.secrets",
+    "_safety.gate",
 )
 
-# What a session composes (``_observer``: what record and replay tell whoever sent a request).
-REPLAY_CORE = (
-    "_observer",
-    "_record*",
-    "_replay*",
-    "_faults*",
-    "_clock*",
-    "_virtual*",
-    "_timepatch",
-    "_match*",
-    "_tripwire",
-)
-
-# The pytest plugin, the modules only it uses, and the pytest conformance kit built on it.
-PLUGIN = ("plugin", "_plugin*", "_hookspecs", "_settings", "_patch*", "conformance")
-
-# Lowest first. A module belongs to the first pattern it matches.
 LAYERS: list[tuple[str, ...]] = [
-    # 0: leaves, and the provider layer (one module per wire dialect): it imports nothing of
-    # the package, knowing nothing of transports or cassettes, so that the seam's body rules
-    # (a URL that asks for a stream) may ask it, as the recorder, faults, views, builder and
-    # check above do. _install is the one owner of every process-wide patch, which all of
-    # them go on through.
+    # 0: leaves: the error vocabulary, what a secret looks like, which traffic a cassette
+    # accounts for, the time-function rebinder, the one owner of process-wide patches (it
+    # knows only the errors), and each folder's docstring-only __init__
     (
         "_version",
-        "_errors",
-        "_headers",
-        "_cfunc",
-        "_provenance",
-        "_mask",
-        "_served",
-        "_install",
-        "providers*",
+        "_seam.errors",
+        "_seam.served",
+        "_safety.mask",
+        "_timing.cfunc",
+        "_patching.install",
+        "_patching.imports",
+        "_seam.__init__",
+        "_bridges.__init__",
+        "_store.__init__",
+        "_safety.__init__",
+        "_timing.__init__",
+        "_session.__init__",
+        "_answers.__init__",
+        "_patching.__init__",
+        "_plugin.__init__",
+        "_cli.__init__",
     ),
-    # 1: the seam
-    ("_cancel", "_seam", "_bodies", "_codings", "_stream_kind"),
-    # 2: httpx and httpx2 adapters, and the bridges for other HTTP libraries (aiohttp, ...)
-    ("_compat", "_live", "_bridge", "_bridge_*"),
-    # 3: the store
+    # 1: the provider dialects: they import nothing of the package, so that the seam's body
+    # rules (a URL that asks for a stream) may ask them, as everything above does
+    ("_providers.*",),
+    # 2: the seam: request, response, headers, cancellation, what a body is
+    ("_seam.*",),
+    # 3: clocks, the virtual clock, and the patch that puts it behind time, datetime, asyncio
+    ("_timing.clock", "_timing.virtual", "_timing.timepatch"),
+    # 4: the bridges (httpx/httpx2, aiohttp, urllib3) and the live default transport
+    ("_bridges.*",),
+    # 5: redacting headers and URLs, and the network tripwire
+    ("_safety.redact", "_safety.tripwire"),
+    # 6: the store
     STORE,
-    # 4: record, replay and its faults, clocks, matching, the network tripwire, the sessions
-    # that compose them, the builder of unrecorded cassettes and the in-process model on it
-    # (and the text of a miss, which reads the match index). A session is its request path
-    # (``_route``), the record of each request sent (``_sent``), and its lifecycle.
+    # 7: on stored interactions alone: what record and replay tell whoever sent a request (the
+    # observer), and reading what a model answered (views)
+    ("_session.observer", "_answers.views"),
+    # 8: record (and the parsing of a body as it arrives), replay, matching, and the checks a
+    # loaded interaction passes before it plays
     (
-        *REPLAY_CORE,
-        "_views*",
-        "_miss",
-        "_sent",
-        "_route",
-        "_session*",
-        "_expect*",
-        "_build*",
-        "_model*",
+        "_session.record_body",
+        "_session.record",
+        "_session.replay",
+        "_session.replay_check",
+        "_session.match",
     ),
-    # 5: the pytest plugin (with its hooks, settings and client patching), the command line
-    # (with import-vcr and migrate),
-    # the public package and its public submodules
-    (
-        *PLUGIN,
-        "_cli",
-        "_import_vcr*",
-        "_migrate*",
-        "_diff",
-        "__main__",
-        "__init__",
-        "faults",
-        "build",
-        "views",
-    ),
+    # 9: faults (applied to a replay plan), the miss message (reading the match index), and
+    # the record of one request sent (it keeps the plan's shaper)
+    ("_session.faults", "_session.miss", "_session.sent"),
+    # 10: the session, which composes them for one cassette: its request path and its life
+    ("_session.*",),
+    # 11: what builds on a session or on faults: the timing assertions, the builder of
+    # unrecorded answers and the in-process model on it
+    ("_timing.expect", "_answers.build", "_answers.model"),
+    # 12: installing the bridges into the HTTP libraries, and the pytest plugin's own modules
+    ("_patching.*", "_plugin.*"),
+    # 13: the command line (with import-vcr and migrate)
+    ("_cli.*",),
+    # 14: the public surface: the pytest11 entry point, the conformance kit, the package and
+    # its public submodules
+    ("plugin", "conformance", "__main__", "__init__", "faults", "build", "views"),
 ]
 
-# Imports allowed inside one layer: importer pattern -> patterns it may import. Modules that
-# match one wildcard pattern (``_record`` and ``_record_tee``) may always import each other.
+# Imports allowed inside one layer besides a wildcard family's own (``_seam.*`` modules may
+# import each other): importer pattern -> patterns it may import.
 SAME_LAYER: dict[str, tuple[str, ...]] = {
-    "_headers": ("_mask",),
-    "_install": ("_errors",),
-    "_seam": ("_cancel",),
-    "_bodies": ("_seam",),
-    "_live": ("_compat",),
-    "_bridge": ("_compat",),
     **dict.fromkeys(STORE, STORE),  # the store is one component
-    "_record*": ("_clock*", "_virtual*", "_match*", "_observer"),
-    "_replay*": ("_clock*", "_virtual*", "_match*", "_observer"),
-    "_virtual*": ("_clock*",),
-    "_timepatch": ("_clock*", "_virtual*"),
-    "_faults*": ("_replay*",),
-    "_miss": ("_match*",),
-    "_sent": ("_replay*",),
-    "_route": (*REPLAY_CORE, "_views*", "_miss", "_sent"),
-    "_session*": (*REPLAY_CORE, "_views*", "_miss", "_sent", "_route"),
-    "_expect*": ("_session*", "_clock*"),
-    "_build*": ("_faults*",),
-    "_model*": ("_build*",),
-    **dict.fromkeys(PLUGIN, PLUGIN),  # so is the plugin
-    "__main__": ("_cli",),
-    "_cli": ("_import_vcr*", "_diff", "_migrate"),
-    # migrate: its probe reads the plugin's settings, and it converts with the importer.
-    "_migrate*": ("_settings", "_import_vcr*"),
+    "_patching.install": ("_seam.errors",),
+    "_timing.virtual": ("_timing.clock",),
+    "_timing.timepatch": ("_timing.clock", "_timing.virtual"),
+    "_session.record": ("_session.record_body",),
+    "_answers.model": ("_answers.build",),
+    "_patching.*": ("_plugin.*",),
+    "_plugin.*": ("_patching.*",),
+    "__main__": ("_cli.*",),
     "__init__": ("faults", "build", "views"),  # public submodules the package may re-export
+    "plugin": ("conformance",),
+    "conformance": ("plugin",),
 }
 
-SEAM_MODULES = ("_seam", "_headers", "_cancel", "_errors", "_bodies")
-HTTP_MODULES = ("_compat", "_live", "_bridge")
-STORE_LAYER = 3
-PLUGIN_LAYER = 5
+SEAM_MODULES = (
+    "_seam.transport",
+    "_seam.headers",
+    "_seam.cancel",
+    "_seam.errors",
+    "_seam.bodies",
+    "_seam.codings",
+    "_seam.stream_kind",
+    "_seam.served",
+)
+HTTP_MODULES = ("_bridges.compat", "_bridges.live", "_bridges.httpx")
+STORE_LAYER = 6
+# The layers that may import pytest: the plugin's own modules, the command line (migrate's
+# collection probe is a pytest plugin) and the public surface.
+PYTEST_LAYERS = (12, 13, 14)
 
 
 @dataclass(frozen=True)
 class Import:
-    target: str  # "pytest_toolnexus._seam", "httpx", ...
+    target: str  # "pytest_toolnexus._seam.transport", "httpx", ...
     line: int
 
     @property
@@ -258,7 +247,7 @@ def layer_of(module: str) -> int:
 
 
 def test_the_package_is_where_the_test_expects_it():
-    assert "_seam" in MODULES
+    assert "_seam.transport" in MODULES
     assert "__init__" in MODULES
 
 
@@ -301,10 +290,10 @@ def test_only_the_plugin_layer_imports_pytest():
     below = {
         m: where
         for m, where in importers.items()
-        if pattern_of(m) is None or layer_of(m) != PLUGIN_LAYER
+        if pattern_of(m) is None or layer_of(m) not in PYTEST_LAYERS
     }
 
-    assert not below, f"only the plugin layer may import pytest: {below}"
+    assert not below, f"only the plugin side may import pytest: {below}"
 
 
 def test_the_seam_modules_import_neither_httpx_nor_httpx2():
@@ -320,7 +309,7 @@ def test_only_compat_live_and_bridge_import_httpx():
         f"httpx/httpx2 imported outside {', '.join(HTTP_MODULES)}: "
         f"{ {m: w for m, w in importers.items() if m not in HTTP_MODULES} }"
     )
-    assert "_compat" in importers  # the check sees the imports it is meant to police
+    assert "_bridges.compat" in importers  # the check sees the imports it is meant to police
 
 
 # The other HTTP libraries: only their bridges and the patches that install them import one.
@@ -332,11 +321,11 @@ def test_only_bridges_and_their_patches_import_other_http_libraries():
     outside = {
         m: where
         for m, where in importers.items()
-        if not (fnmatch.fnmatchcase(m, "_bridge_*") or fnmatch.fnmatchcase(m, "_patch_*"))
+        if not (fnmatch.fnmatchcase(m, "_bridges.*") or fnmatch.fnmatchcase(m, "_patching.*"))
     }
 
     assert not outside, f"an HTTP library other than httpx imported outside a bridge: {outside}"
-    assert "_bridge_aiohttp" in importers  # the check sees the imports it is meant to police
+    assert "_bridges.aiohttp" in importers  # the check sees the imports it is meant to police
 
 
 def test_the_store_never_imports_the_recorder_or_the_replayer():
@@ -345,7 +334,7 @@ def test_the_store_never_imports_the_recorder_or_the_replayer():
     for module in store:
         for imported in imports_of(module, _read(module)):
             target = imported.internal or ""
-            if fnmatch.fnmatchcase(target, "_record*") or fnmatch.fnmatchcase(target, "_replay*"):
+            if fnmatch.fnmatchcase(target, "_session.*"):
                 bad.setdefault(module, []).append(target)
 
     assert not bad
@@ -359,15 +348,15 @@ def test_the_checker_finds_imports_at_every_depth_and_spelling():
 from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
-from . import _compat
-from ._headers import Headers
-from pytest_toolnexus._cancel import CancelToken
-import pytest_toolnexus._errors
+from . import headers
+from .cancel import CancelToken
+from pytest_toolnexus._bridges import compat
+import pytest_toolnexus._seam.errors
 if TYPE_CHECKING:
-    from ._live import LiveTransport
+    from pytest_toolnexus._bridges.live import LiveTransport
 
 def later():
-    from ._cassette import Cassette
+    from pytest_toolnexus._store.cassette import Cassette
     import importlib
     return importlib.import_module("httpx2")
 
@@ -376,16 +365,16 @@ class Lazy:
         import pytest_toolnexus
         return __import__("msgpack")
 """
-    targets = {imported.target for imported in imports_of("_seam", source)}
+    targets = {imported.target for imported in imports_of("_seam.transport", source)}
 
     assert {
         "json",
-        "pytest_toolnexus._compat",
-        "pytest_toolnexus._headers",
-        "pytest_toolnexus._cancel",
-        "pytest_toolnexus._errors",
-        "pytest_toolnexus._live",
-        "pytest_toolnexus._cassette",
+        "pytest_toolnexus._bridges.compat",
+        "pytest_toolnexus._seam.headers",
+        "pytest_toolnexus._seam.cancel",
+        "pytest_toolnexus._seam.errors",
+        "pytest_toolnexus._bridges.live",
+        "pytest_toolnexus._store.cassette",
         "httpx2",
         "pytest_toolnexus",
         "msgpack",
@@ -393,38 +382,46 @@ class Lazy:
 
 
 def test_the_checker_flags_an_upward_import_hidden_in_a_function():
-    source = "def f():\n    from ._live import LiveTransport\n    from . import plugin\n"
+    source = (
+        "def f():\n"
+        "    from pytest_toolnexus._bridges.live import LiveTransport\n"
+        "    from pytest_toolnexus import plugin\n"
+    )
 
-    problems = upward_imports("_seam", source)
+    problems = upward_imports("_seam.transport", source)
 
     assert problems == [
-        f"{PACKAGE}/_seam.py:2 imports _live (layer 2) from layer 1",
-        f"{PACKAGE}/_seam.py:3 imports plugin (layer 5) from layer 1",
+        f"{PACKAGE}/_seam.transport.py:2 imports _bridges.live (layer 4) from layer 2",
+        f"{PACKAGE}/_seam.transport.py:3 imports plugin (layer 14) from layer 2",
     ]
 
 
 def test_the_checker_allows_listed_same_layer_imports_only():
-    assert upward_imports("_seam", "from ._cancel import CancelToken") == []
-    assert upward_imports("_cancel", "from ._seam import call") == [
-        f"{PACKAGE}/_cancel.py:1 imports _seam (layer 1) from layer 1"
+    # a wildcard family imports its own members; a listed pair is allowed one way only
+    assert upward_imports("_seam.transport", "from .cancel import CancelToken") == []
+    assert upward_imports("_timing.virtual", "from .clock import Clock") == []
+    assert upward_imports("_timing.clock", "from .virtual import VirtualClock") == [
+        f"{PACKAGE}/_timing.clock.py:1 imports _timing.virtual (layer 3) from layer 3"
     ]
-    assert upward_imports("_record_tee", "from ._record import x") == []
-    assert upward_imports("_cassette", "from ._record import x") == [
-        f"{PACKAGE}/_cassette.py:1 imports _record (layer 4) from layer 3"
+    assert upward_imports("_session.faults", "from .miss import miss_error") == [
+        f"{PACKAGE}/_session.faults.py:1 imports _session.miss (layer 9) from layer 9"
+    ]
+    assert upward_imports("_store.cassette", "from pytest_toolnexus._session import record") == [
+        f"{PACKAGE}/_store.cassette.py:1 imports _session.record (layer 8) from layer 6"
     ]
 
 
 def test_importing_the_package_from_inside_counts_as_importing_the_top_layer():
-    assert upward_imports("_replay", "from pytest_toolnexus import Headers") == [
-        f"{PACKAGE}/_replay.py:1 imports __init__ (layer 5) from layer 4"
+    assert upward_imports("_session.replay", "from pytest_toolnexus import Headers") == [
+        f"{PACKAGE}/_session.replay.py:1 imports __init__ (layer 14) from layer 8"
     ]
 
 
 def test_modules_that_do_not_exist_yet_still_have_a_layer():
-    assert pattern_of("_store_sqlite") == (3, "_store*")
-    assert pattern_of("_format_v2") == (3, "_format*")
-    assert pattern_of("_replay_faults") == (4, "_replay*")
-    assert pattern_of("_plugin_hooks") == (5, "_plugin*")
+    assert pattern_of("_store.sqlite") == (STORE_LAYER, "_store.*")
+    assert pattern_of("_seam.websocket") == (2, "_seam.*")
+    assert pattern_of("_providers.mistral") == (1, "_providers.*")
+    assert pattern_of("_cli.record") == (13, "_cli.*")
     assert pattern_of("_brand_new") is None
 
 
@@ -473,13 +470,13 @@ def test_no_module_reaches_into_another_modules_private_names(module):
 
 def test_the_private_name_check_sees_both_spellings():
     source = (
-        "from ._session import _redacted, CassetteSession\n"
-        "from . import _cassette\n"
-        "_cassette._ms(1)\n"
-        "_cassette.write_atomic\n"
+        "from pytest_toolnexus._session.session import _redacted, CassetteSession\n"
+        "from pytest_toolnexus._store import cassette\n"
+        "cassette._ms(1)\n"
+        "cassette.write_atomic\n"
     )
 
-    assert private_names_reached("_import_vcr", source) == [
-        f"{PACKAGE}/_import_vcr.py:1 imports the private name _redacted from _session",
-        f"{PACKAGE}/_import_vcr.py:3 reads the private name _ms of _cassette",
+    assert private_names_reached("_cli.import_vcr", source) == [
+        f"{PACKAGE}/_cli.import_vcr.py:1 imports the private name _redacted from _session.session",
+        f"{PACKAGE}/_cli.import_vcr.py:3 reads the private name _ms of _store.cassette",
     ]

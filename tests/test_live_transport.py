@@ -21,7 +21,7 @@ from pytest_toolnexus import (
     TransportCancelled,
     TransportRequest,
 )
-from pytest_toolnexus._seam import call
+from pytest_toolnexus._seam.transport import call
 from tests.support.realtime import apaced, paced, wall
 from tests.support.servers import Drip, Fixed, LoopbackServer
 

@@ -10,19 +10,19 @@ import re
 import httpx
 import pytest
 
-from pytest_toolnexus._bridge import HTTPBridge
-from pytest_toolnexus._cassette import (
+from pytest_toolnexus._bridges.httpx import HTTPBridge
+from pytest_toolnexus._seam.errors import CassetteMissError
+from pytest_toolnexus._seam.headers import Headers
+from pytest_toolnexus._seam.transport import TransportRequest, TransportResponse
+from pytest_toolnexus._session.match import MatchRules, normalize_url, parse_body_path
+from pytest_toolnexus._session.session import CassetteSession
+from pytest_toolnexus._store.cassette import (
     Cassette,
     Interaction,
     JsonBody,
     RecordedRequest,
     RecordedResponse,
 )
-from pytest_toolnexus._errors import CassetteMissError
-from pytest_toolnexus._headers import Headers
-from pytest_toolnexus._match import MatchRules, normalize_url, parse_body_path
-from pytest_toolnexus._seam import TransportRequest, TransportResponse
-from pytest_toolnexus._session import CassetteSession
 
 URL = "https://api.example.test/v1/chat/completions"
 CHAT = {

@@ -19,8 +19,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import Context, MCPServer
 
 from pytest_toolnexus import load_cassette, use_cassette
-from pytest_toolnexus._cassette import SseBody
-from pytest_toolnexus._patch import patch_http_clients
+from pytest_toolnexus._patching.httpx import patch_http_clients
+from pytest_toolnexus._store.cassette import SseBody
 from tests.support.realtime import wall
 
 STEPS = 3

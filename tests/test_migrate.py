@@ -439,7 +439,7 @@ def test_what_cannot_be_translated_is_listed_with_file_line_and_the_fix(pytester
     ],
 )
 def test_each_marker_keyword_maps_to_its_option(source, expected):
-    from pytest_toolnexus._migrate_source import rewrite_source
+    from pytest_toolnexus._cli.migrate_source import rewrite_source
 
     text = f"import pytest\n\n\n@pytest.mark.vcr({source})\ndef test_x():\n    pass\n"
 

@@ -23,8 +23,8 @@ from pytest_toolnexus import (
     assert_incremental,
     build,
 )
-from pytest_toolnexus._timepatch import install
-from pytest_toolnexus._virtual import VirtualClock
+from pytest_toolnexus._timing.timepatch import install
+from pytest_toolnexus._timing.virtual import VirtualClock
 
 CADENCE = build.Cadence(ttft=0.4, gap=0.08, jitter=0.02, seed=11, headers=0.1)
 KEY = "test-key-not-a-secret"

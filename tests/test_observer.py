@@ -1,6 +1,6 @@
 """The observer contract: replay and recording tell one object what happens to a request.
 
-A custom :class:`~pytest_toolnexus._observer.Observer` passed to ``play``/``aplay`` or to a
+A custom :class:`~pytest_toolnexus._session.observer.Observer` passed to ``play``/``aplay`` or to a
 recording transport sees each piece as it reaches the client (in order, at the clock time it
 was due), then the end, and, when recording, the interaction it made; a broken stored piece
 raises the error the observer chooses. With no observer, the transports work as before.
@@ -8,8 +8,20 @@ raises the error the observer chooses. With no observer, the transports work as 
 
 import pytest
 
-from pytest_toolnexus import _record_body
-from pytest_toolnexus._cassette import (
+from pytest_toolnexus._seam.errors import CassetteFormatError
+from pytest_toolnexus._seam.headers import Headers
+from pytest_toolnexus._seam.transport import (
+    AsyncByteStream,
+    ByteStream,
+    TransportRequest,
+    TransportResponse,
+)
+from pytest_toolnexus._session import record_body as _record_body
+from pytest_toolnexus._session.faults import ErrorEventFault, Shaping
+from pytest_toolnexus._session.observer import NO_OBSERVER
+from pytest_toolnexus._session.record import RecordingTransport
+from pytest_toolnexus._session.replay import aplay, plan_of, play
+from pytest_toolnexus._store.cassette import (
     ChunksBody,
     Interaction,
     JsonBody,
@@ -19,16 +31,9 @@ from pytest_toolnexus._cassette import (
     SseBody,
     sse_event_doc,
 )
-from pytest_toolnexus._clock import real_monotonic
-from pytest_toolnexus._errors import CassetteFormatError
-from pytest_toolnexus._faults import ErrorEventFault, Shaping
-from pytest_toolnexus._headers import Headers
-from pytest_toolnexus._observer import NO_OBSERVER
-from pytest_toolnexus._record import RecordingTransport
-from pytest_toolnexus._replay import aplay, plan_of, play
-from pytest_toolnexus._seam import AsyncByteStream, ByteStream, TransportRequest, TransportResponse
-from pytest_toolnexus._streams import SseEvent
-from pytest_toolnexus._virtual import VirtualClock
+from pytest_toolnexus._store.streams import SseEvent
+from pytest_toolnexus._timing.clock import real_monotonic
+from pytest_toolnexus._timing.virtual import VirtualClock
 
 URL = "http://127.0.0.1:9/v1/chat/completions"
 ANTHROPIC_URL = "http://127.0.0.1:9/v1/messages"

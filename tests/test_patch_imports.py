@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from pytest_toolnexus._patch_imports import when_imported
+from pytest_toolnexus._patching.imports import when_imported
 
 HTTP_LIBRARIES = ("aiohttp", "requests", "urllib3", "botocore", "boto3")
 
@@ -33,7 +33,7 @@ def library(tmp_path, monkeypatch):
 
 
 def watches():
-    return [f for f in sys.meta_path if type(f).__module__ == "pytest_toolnexus._patch_imports"]
+    return [f for f in sys.meta_path if type(f).__module__ == "pytest_toolnexus._patching.imports"]
 
 
 def test_a_library_imported_later_is_patched_when_it_is_imported(library):

@@ -15,18 +15,18 @@ import types
 import pytest
 
 from pytest_toolnexus import CassetteSession, build, use_cassette
-from pytest_toolnexus._install import (
+from pytest_toolnexus._bridges.live import LiveTransport
+from pytest_toolnexus._patching.httpx import patch_http_clients
+from pytest_toolnexus._patching.install import (
     AlreadyInstalledError,
     Installation,
     SessionClosedError,
     State,
     installed,
 )
-from pytest_toolnexus._live import LiveTransport
-from pytest_toolnexus._patch import patch_http_clients
-from pytest_toolnexus._timepatch import install
-from pytest_toolnexus._tripwire import arm_tripwire
-from pytest_toolnexus._virtual import VirtualClock
+from pytest_toolnexus._safety.tripwire import arm_tripwire
+from pytest_toolnexus._timing.timepatch import install
+from pytest_toolnexus._timing.virtual import VirtualClock
 from pytest_toolnexus.conformance import served
 from tests.support.plugin_projects import CHAT_CONFTEST
 
@@ -82,7 +82,7 @@ def leaked():
     time_machine = sys.modules.get("time_machine")
     if time_machine is not None and time_machine.traveller_stack:
         left.append("a time-machine travel")
-    from pytest_toolnexus._install import installed
+    from pytest_toolnexus._patching.install import installed
 
     if installed() is not None:
         left.append(f"the installation of {installed()}")
@@ -193,8 +193,8 @@ def test_a_clock_that_fails_after_the_http_patch_and_tripwire_takes_them_off(lea
         import pytest
 
         from patched import ORIGINAL
-        from pytest_toolnexus._virtual import VirtualClock
-        from pytest_toolnexus._timepatch import install
+        from pytest_toolnexus._timing.virtual import VirtualClock
+        from pytest_toolnexus._timing.timepatch import install
 
 
         @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 import pytest_recording._vcr  # noqa: F401
 
 from pytest_toolnexus import load_cassette
-from pytest_toolnexus._settings import OPTION_NAMES
+from pytest_toolnexus._plugin.settings import OPTION_NAMES
 
 CONFTEST = """
 import os

@@ -14,7 +14,7 @@ import httpx  # noqa: F401  (imported once, so pytester's in-process runs find i
 import pytest
 
 from pytest_toolnexus import Cassette, load_cassette
-from pytest_toolnexus._cli import main as cli
+from pytest_toolnexus._cli.main import main as cli
 from tests.support.plugin_projects import CHAT_CONFTEST
 
 

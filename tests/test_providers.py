@@ -24,10 +24,10 @@ from pytest_toolnexus import (
     faults,
     use_cassette,
 )
-from pytest_toolnexus._bodies import wants_stream
-from pytest_toolnexus._cassette import AnyBody, JsonBody, SseBody
-from pytest_toolnexus._cli import main
-from pytest_toolnexus.providers import ends_stream, provider_of
+from pytest_toolnexus._cli.main import main
+from pytest_toolnexus._providers import ends_stream, provider_of
+from pytest_toolnexus._seam.bodies import wants_stream
+from pytest_toolnexus._store.cassette import AnyBody, JsonBody, SseBody
 from pytest_toolnexus.views import ViewError, view
 
 DATA = Path(__file__).resolve().parent / "data" / "providers"

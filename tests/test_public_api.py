@@ -210,7 +210,11 @@ WITHOUT_ALL = {"__main__", "_version"}
 
 
 def _private_modules():
-    names = [info.name for info in pkgutil.iter_modules(pytest_toolnexus.__path__)]
+    """Every module of the package, in its folders too (``_store.cassette``)."""
+    names = [
+        info.name.removeprefix("pytest_toolnexus.")
+        for info in pkgutil.walk_packages(pytest_toolnexus.__path__, "pytest_toolnexus.")
+    ]
     return sorted(name for name in names if name not in WITHOUT_ALL)
 
 
@@ -219,7 +223,7 @@ def test_each_module_declares_only_names_it_has(module_name):
     module = importlib.import_module(f"pytest_toolnexus.{module_name}")
     declared = getattr(module, "__all__", None)
 
-    assert declared is not None, f"pytest_toolnexus/{module_name}.py has no __all__"
+    assert declared is not None, f"pytest_toolnexus.{module_name} has no __all__"
     assert [name for name in declared if not hasattr(module, name)] == []
 
 

@@ -56,7 +56,7 @@ from pytest_toolnexus import (
     load_cassette,
     use_cassette,
 )
-from pytest_toolnexus._cassette import JsonBody, NdjsonBody, SseBody
+from pytest_toolnexus._store.cassette import JsonBody, NdjsonBody, SseBody
 from tests.support.emulator import Emulator, ResponseRecord
 from tests.support.realtime import (
     LatenessWatch,

@@ -13,11 +13,15 @@ import httpx
 import msgpack
 import pytest
 
-from pytest_toolnexus._cassette import load_cassette
-from pytest_toolnexus._errors import CassetteMissError
-from pytest_toolnexus._live import LiveTransport
-from pytest_toolnexus._seam import TransportRequest
-from pytest_toolnexus._session import CassetteSession, UnusedInteractionsWarning, use_cassette
+from pytest_toolnexus._bridges.live import LiveTransport
+from pytest_toolnexus._seam.errors import CassetteMissError
+from pytest_toolnexus._seam.transport import TransportRequest
+from pytest_toolnexus._session.session import (
+    CassetteSession,
+    UnusedInteractionsWarning,
+    use_cassette,
+)
+from pytest_toolnexus._store.cassette import load_cassette
 from tests.support.realtime import wall
 from tests.support.servers import Drip, LoopbackServer, write_response
 from tests.test_recording import assert_stamped_between_send_and_arrival, read_with_arrivals

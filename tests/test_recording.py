@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pytest_toolnexus._cancel import CancelToken
-from pytest_toolnexus._cassette import ChunksBody, JsonBody, NdjsonBody, SseBody
-from pytest_toolnexus._errors import ConnectError, RemoteProtocolError, TransportCancelled
-from pytest_toolnexus._live import LiveTransport
-from pytest_toolnexus._record import RecordingTransport
-from pytest_toolnexus._seam import ByteStream, TransportRequest
+from pytest_toolnexus._bridges.live import LiveTransport
+from pytest_toolnexus._seam.cancel import CancelToken
+from pytest_toolnexus._seam.errors import ConnectError, RemoteProtocolError, TransportCancelled
+from pytest_toolnexus._seam.transport import ByteStream, TransportRequest
+from pytest_toolnexus._session.record import RecordingTransport
+from pytest_toolnexus._store.cassette import ChunksBody, JsonBody, NdjsonBody, SseBody
 from tests.support.realtime import apaced, paced, wall
 from tests.support.servers import (
     Drip,

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_toolnexus import CassetteSession, RecorderWarning, load_cassette
-from pytest_toolnexus._cassette import ChunksBody, JsonBody
-from pytest_toolnexus._patch import patch_http_clients
+from pytest_toolnexus._patching.httpx import patch_http_clients
+from pytest_toolnexus._store.cassette import ChunksBody, JsonBody
 from tests.support.fuzzing import counted, report_examples, scaled
 from tests.support.servers import Drip, Fixed, LoopbackServer
 
@@ -211,7 +211,7 @@ def test_a_payload_nested_past_the_recursion_limit_is_kept_as_text(tmp_path):
 
 @pytest.mark.parametrize("error", [RuntimeError("boom"), RecursionError("deep"), KeyError("k")])
 def test_a_recorder_that_fails_never_breaks_the_clients_stream(tmp_path, monkeypatch, error):
-    from pytest_toolnexus import _record_body
+    from pytest_toolnexus._session import record_body as _record_body
 
     def failing(*args, **kwargs):
         raise error

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from pytest_toolnexus import TransportRequest, load_cassette, use_cassette
-from pytest_toolnexus._redact import ACCOUNT_KEYS, CREDENTIAL_HEADERS, REDACTED, redact_url
+from pytest_toolnexus._safety.redact import ACCOUNT_KEYS, CREDENTIAL_HEADERS, REDACTED, redact_url
 from tests.support.servers import (
     LoopbackServer,
     write_chunk,

@@ -9,8 +9,20 @@ import httpx
 import httpx2
 import pytest
 
-from pytest_toolnexus._bridge import HTTPBridge
-from pytest_toolnexus._cassette import (
+from pytest_toolnexus._bridges.httpx import HTTPBridge
+from pytest_toolnexus._seam.errors import (
+    CassetteMissError,
+    ConnectError,
+    ReadTimeout,
+    RemoteProtocolError,
+    ReplayError,
+)
+from pytest_toolnexus._seam.headers import Headers
+from pytest_toolnexus._seam.transport import AsyncByteStream, ByteStream, TransportRequest
+from pytest_toolnexus._session.record import BodyRecorder
+from pytest_toolnexus._session.replay import play
+from pytest_toolnexus._session.session import CassetteSession, use_cassette
+from pytest_toolnexus._store.cassette import (
     Cassette,
     ChunksBody,
     Interaction,
@@ -23,20 +35,8 @@ from pytest_toolnexus._cassette import (
     load_cassette,
     sse_event_doc,
 )
-from pytest_toolnexus._clock import InstantClock
-from pytest_toolnexus._errors import (
-    CassetteMissError,
-    ConnectError,
-    ReadTimeout,
-    RemoteProtocolError,
-    ReplayError,
-)
-from pytest_toolnexus._headers import Headers
-from pytest_toolnexus._record import BodyRecorder
-from pytest_toolnexus._replay import play
-from pytest_toolnexus._seam import AsyncByteStream, ByteStream, TransportRequest
-from pytest_toolnexus._session import CassetteSession, use_cassette
-from pytest_toolnexus._streams import SseEvent, SseParser, encode_sse_event
+from pytest_toolnexus._store.streams import SseEvent, SseParser, encode_sse_event
+from pytest_toolnexus._timing.clock import InstantClock
 from tests.support.realtime import apaced, assert_did_not_sleep, paced, wall
 from tests.support.servers import Drip, LoopbackServer
 

@@ -36,9 +36,9 @@ from pytest_toolnexus import (
     TransportResponse,
     load_cassette,
 )
-from pytest_toolnexus._cassette import JsonBody, SseBody, TextBody
-from pytest_toolnexus._record import RecordingTransport
-from pytest_toolnexus._streams import SseParser, parse_json_text
+from pytest_toolnexus._session.record import RecordingTransport
+from pytest_toolnexus._store.cassette import JsonBody, SseBody, TextBody
+from pytest_toolnexus._store.streams import SseParser, parse_json_text
 from tests.support.fuzzing import counted, report_examples, scaled
 
 URL = "https://api.example.invalid/v1/stream"

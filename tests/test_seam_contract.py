@@ -24,8 +24,8 @@ from pytest_toolnexus import (
     TransportRequest,
     TransportResponse,
 )
-from pytest_toolnexus._bodies import decode_body, encode_json, is_json_type, wants_stream
-from pytest_toolnexus._seam import PUSHED, acall, call, check_response
+from pytest_toolnexus._seam.bodies import decode_body, encode_json, is_json_type, wants_stream
+from pytest_toolnexus._seam.transport import PUSHED, acall, call, check_response
 from tests.support.realtime import paced, wall
 
 URL = "http://test/v1/chat/completions"

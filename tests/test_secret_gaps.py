@@ -25,9 +25,9 @@ from pytest_toolnexus import (
     TransportResponse,
     load_cassette,
 )
-from pytest_toolnexus._cli import main as cli
-from pytest_toolnexus._redact import ACCOUNT_KEYS, redact_url
-from pytest_toolnexus._secrets import SecretScanner, is_credential_name
+from pytest_toolnexus._cli.main import main as cli
+from pytest_toolnexus._safety.redact import ACCOUNT_KEYS, redact_url
+from pytest_toolnexus._safety.secrets import SecretScanner, is_credential_name
 from tests.support.fuzzing import counted, report_examples, scaled
 from tests.test_secret_scan import FAKES, JSON
 
@@ -306,7 +306,7 @@ def test_match_on_headers_ignores_the_headers_of_a_compressed_bodys_wire_form(tm
 )
 def test_reprs_hide_credentials_by_name_not_only_by_shape(headers, url, hidden):
     from pytest_toolnexus import Interaction, RecordedRequest, RecordedResponse
-    from pytest_toolnexus._cassette import EmptyBody
+    from pytest_toolnexus._store.cassette import EmptyBody
 
     request = TransportRequest("POST", url, headers, body={"q": 1})
     recorded = RecordedRequest("POST", url, request.headers, EmptyBody())

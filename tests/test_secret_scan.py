@@ -26,7 +26,7 @@ from pytest_toolnexus import (
     TransportResponse,
     load_cassette,
 )
-from pytest_toolnexus._secrets import PATTERNS, SecretScanner
+from pytest_toolnexus._safety.secrets import PATTERNS, SecretScanner
 
 # kind (as PATTERNS describes it) -> a fake value of that shape
 FAKES = {

@@ -26,9 +26,9 @@ from pytest_toolnexus import (
     TransportRequest,
     use_cassette,
 )
-from pytest_toolnexus._cassette import JsonBody, SseBody
-from pytest_toolnexus._headers import Headers
-from pytest_toolnexus._record import RecordingTransport
+from pytest_toolnexus._seam.headers import Headers
+from pytest_toolnexus._session.record import RecordingTransport
+from pytest_toolnexus._store.cassette import JsonBody, SseBody
 from pytest_toolnexus.build import build_cassette
 from tests.support.servers import LoopbackServer, write_chunk, write_chunked_head, write_response
 

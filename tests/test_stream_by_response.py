@@ -17,8 +17,8 @@ import httpx
 import httpx_sse
 
 from pytest_toolnexus import load_cassette, use_cassette
-from pytest_toolnexus._cassette import ChunksBody, JsonBody, NdjsonBody, SseBody, TextBody
-from pytest_toolnexus._patch import patch_http_clients
+from pytest_toolnexus._patching.httpx import patch_http_clients
+from pytest_toolnexus._store.cassette import ChunksBody, JsonBody, NdjsonBody, SseBody, TextBody
 from tests.support.realtime import wall
 from tests.support.servers import Drip, Fixed, LoopbackServer
 from tests.test_recording import assert_stamped_between_send_and_arrival

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pytest_toolnexus._streams import NdjsonSplitter, SseEvent, SseParser, encode_sse_event
+from pytest_toolnexus._store.streams import NdjsonSplitter, SseEvent, SseParser, encode_sse_event
 
 STREAM = (
     b": keep-alive\n"

@@ -35,7 +35,7 @@ from pytest_toolnexus import (
     assert_waits,
     use_cassette,
 )
-from pytest_toolnexus._cassette import JsonBody, SseBody
+from pytest_toolnexus._store.cassette import JsonBody, SseBody
 from tests.support.realtime import apaced, assert_did_not_sleep, paced, wall
 
 OPENAI_URL = "https://api.openai.com/v1/chat/completions"

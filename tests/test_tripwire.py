@@ -22,7 +22,7 @@ import pytest
 import requests
 
 from pytest_toolnexus import Cassette, NetworkBlockedError
-from pytest_toolnexus._tripwire import arm_tripwire
+from pytest_toolnexus._safety.tripwire import arm_tripwire
 from tests.support.servers import Fixed, LoopbackServer
 
 TEST_NET = "203.0.113.5"

@@ -26,8 +26,8 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response, ResponseStreamEvent
 
 from pytest_toolnexus import use_cassette
-from pytest_toolnexus._cassette import Cassette, load_cassette
-from pytest_toolnexus._cli import main
+from pytest_toolnexus._cli.main import main
+from pytest_toolnexus._store.cassette import Cassette, load_cassette
 from tests.support import vcr_oracle
 from tests.support.vcr_oracle import CORPUS
 

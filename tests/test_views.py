@@ -15,7 +15,7 @@ from pytest_toolnexus import (
     load_cassette,
     use_cassette,
 )
-from pytest_toolnexus._cassette import EmptyBody, JsonBody, RecordedError, SseBody
+from pytest_toolnexus._store.cassette import EmptyBody, JsonBody, RecordedError, SseBody
 from pytest_toolnexus.views import ViewError, provider_of, view
 
 CASSETTES = Path(__file__).resolve().parent.parent / "cassettes" / "examples"
@@ -222,7 +222,7 @@ def test_the_handle_views_what_answered_each_request(tmp_path):
 
 
 def test_check_fails_a_cassette_whose_answer_does_not_parse(tmp_path, capsys):
-    from pytest_toolnexus._cli import main
+    from pytest_toolnexus._cli.main import main
 
     good = tmp_path / "good.msgpack"
     build.build_cassette(good, [build.anthropic_messages("fine")])

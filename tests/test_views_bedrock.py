@@ -4,14 +4,14 @@ import json
 
 import pytest
 
-from pytest_toolnexus._cassette import (
+from pytest_toolnexus._store.cassette import (
     EventStreamBody,
     Interaction,
     RecordedRequest,
     RecordedResponse,
     frame_doc,
 )
-from pytest_toolnexus._eventstream import Frame, Header, encode
+from pytest_toolnexus._store.eventstream import Frame, Header, encode
 from pytest_toolnexus.views import ViewError, view
 
 URL = (

@@ -16,8 +16,8 @@ import pytest
 import trio
 
 from pytest_toolnexus import Cassette, Sleep, use_cassette
-from pytest_toolnexus._timepatch import install, observe_sleeps
-from pytest_toolnexus._virtual import VirtualClock
+from pytest_toolnexus._timing.timepatch import install, observe_sleeps
+from pytest_toolnexus._timing.virtual import VirtualClock
 
 # The real objects, captured before any clock is installed. Kept in a dict (not as module
 # globals) so that no module scan can ever swap them for virtual ones.

@@ -22,7 +22,7 @@ from pytest_toolnexus import (
     TransportResponse,
     WireCheckError,
 )
-from pytest_toolnexus._cassette import JsonBody
+from pytest_toolnexus._store.cassette import JsonBody
 
 URL = "https://api.example.invalid/v1/chat/completions"
 JSON = Headers([("content-type", "application/json")])

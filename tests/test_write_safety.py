@@ -38,8 +38,8 @@ from pytest_toolnexus import (
     CassetteWriteError,
     load_cassette,
 )
-from pytest_toolnexus._cassette import FORMAT
-from pytest_toolnexus._seam import TransportRequest, TransportResponse
+from pytest_toolnexus._seam.transport import TransportRequest, TransportResponse
+from pytest_toolnexus._store.cassette import FORMAT
 from tests.support.fuzzing import report, scaled
 from tests.support.servers import LoopbackServer, write_response
 

@@ -1,0 +1,108 @@
+"""Everything that touches httpx or httpx2 beyond their public surface lives here.
+
+httpx2 is a fork of httpx under another import name, with the same transport API. Its classes
+are not the httpx classes, so a type that must satisfy both libraries' ``isinstance`` checks
+is built here from both bases, when httpx2 is installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import socket
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from pytest_toolnexus._seam.errors import ERROR_KINDS, TransportError
+
+__all__ = [
+    "AsyncStreamBase",
+    "AsyncTransportBase",
+    "SyncStreamBase",
+    "SyncTransportBase",
+    "abort_connection",
+    "libraries",
+    "library_of",
+    "to_library_error",
+    "to_seam_error",
+]
+
+
+def _load_httpx2() -> ModuleType | None:
+    try:
+        return importlib.import_module("httpx2")
+    except ImportError:
+        return None
+
+
+HTTPX2: ModuleType | None = _load_httpx2()
+
+
+def libraries() -> tuple[ModuleType, ...]:
+    """The http libraries installed here: httpx, then httpx2 when present."""
+    return (httpx,) if HTTPX2 is None else (httpx, HTTPX2)
+
+
+def library_of(obj: object) -> ModuleType:
+    """The module (httpx or httpx2) whose Request, Response or exception ``obj`` is."""
+    if HTTPX2 is not None and type(obj).__module__.split(".")[0] == "httpx2":
+        return HTTPX2
+    return httpx
+
+
+def _combined(name: str) -> type:
+    bases = tuple(getattr(lib, name) for lib in libraries())
+    if len(bases) == 1:
+        base: type = bases[0]
+        return base
+    return type(f"_{name}", bases, {"__module__": __name__})
+
+
+if TYPE_CHECKING:
+    SyncTransportBase = httpx.BaseTransport
+    AsyncTransportBase = httpx.AsyncBaseTransport
+    SyncStreamBase = httpx.SyncByteStream
+    AsyncStreamBase = httpx.AsyncByteStream
+else:
+    SyncTransportBase = _combined("BaseTransport")
+    AsyncTransportBase = _combined("AsyncBaseTransport")
+    SyncStreamBase = _combined("SyncByteStream")
+    AsyncStreamBase = _combined("AsyncByteStream")
+
+
+def abort_connection(response: Any) -> None:
+    """Shut the socket under an open httpx/httpx2 response, from any thread.
+
+    A read blocked on that socket returns at once. Used to make cancellation prompt: closing
+    the response object from another thread is not safe, but shutting the socket down is.
+    """
+    stream = response.extensions.get("network_stream")
+    if stream is None:
+        return
+    sock = stream.get_extra_info("socket")
+    # Under asyncio this is an asyncio.TransportSocket, which is not a socket.socket but has
+    # shutdown(); the event loop then sees end-of-file on the read it is waiting for.
+    shutdown = getattr(sock, "shutdown", None)
+    if callable(shutdown):
+        with contextlib.suppress(OSError):
+            shutdown(socket.SHUT_RDWR)
+
+
+def to_seam_error(exc: BaseException) -> TransportError:
+    """The seam error for an httpx/httpx2 transport exception, matched by class name."""
+    for cls in type(exc).__mro__:
+        seam = ERROR_KINDS.get(cls.__name__)
+        if seam is not None:
+            return seam(str(exc) or cls.__name__)
+    return TransportError(f"{type(exc).__name__}: {exc}")
+
+
+def to_library_error(lib: ModuleType, exc: TransportError, request: Any) -> Exception:
+    """The httpx/httpx2 exception an SDK expects for a seam error."""
+    cls = getattr(lib, exc.kind, None)
+    if cls is None or not (isinstance(cls, type) and issubclass(cls, lib.TransportError)):
+        cls = lib.ReadError if exc.kind == "TransportCancelled" else lib.TransportError
+    error: Exception = cls(str(exc), request=request)
+    return error

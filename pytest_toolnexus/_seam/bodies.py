@@ -1,0 +1,175 @@
+"""Deciding what a body is: JSON to parse, or bytes to keep as they are."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Final
+
+from pytest_toolnexus._providers import url_asks_for_stream
+
+from .headers import Headers
+from .transport import JSONValue, RequestBody, TransportResponse
+
+__all__ = [
+    "decode_body",
+    "encode_json",
+    "is_json_type",
+    "is_stream_type",
+    "keeps_content_length",
+    "wants_stream",
+    "wire_body",
+    "wire_problem",
+    "wire_suspect",
+]
+
+_STREAM_TYPES = (
+    "text/event-stream",
+    "application/x-ndjson",
+    "application/jsonl",
+    "application/vnd.amazon.eventstream",
+)
+
+
+def is_json_type(content_type: str) -> bool:
+    """True for ``application/json`` and ``application/*+json`` media types."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+def is_stream_type(content_type: str) -> bool:
+    """True for the media types that stream by nature: SSE, NDJSON and AWS event streams."""
+    return content_type.split(";", 1)[0].strip().lower() in _STREAM_TYPES
+
+
+def decode_body(headers: Headers, content: bytes) -> RequestBody:
+    """Parse ``content`` when the headers say JSON and it parses; otherwise keep the bytes.
+
+    An empty body stays ``b""`` even when it was declared JSON, so nothing is invented on the
+    way back out.
+    """
+    if not is_json_type(headers.get("content-type", "")):
+        return content
+    if not content:
+        return content
+    try:
+        value: JSONValue = json.loads(content)
+    except (ValueError, UnicodeDecodeError):
+        return content
+    return value
+
+
+_BODILESS_STATUSES: Final = frozenset({204, 304})
+
+
+def keeps_content_length(method: str, status: int) -> bool:
+    """Whether an answer has no body by definition (to a HEAD, or a 204 or 304), so that its
+    ``content-length`` describes the body a GET would have had and must be kept as it came,
+    where every other answer's length is that of the bytes it carries."""
+    return method.upper() == "HEAD" or status in _BODILESS_STATUSES
+
+
+def encode_json(value: JSONValue) -> bytes:
+    """Encode a parsed body exactly as ``httpx`` encodes ``json=``: compact, UTF-8, no NaN."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def wants_stream(url: str, headers: Headers, body: RequestBody) -> bool:
+    """Whether a request asks for a streamed answer, from what the request itself says.
+
+    True when the JSON body has ``"stream": true`` (OpenAI, Anthropic, Ollama), when the
+    ``Accept`` header names an event-stream, NDJSON or AWS event stream type, or when the URL
+    asks for a stream in a provider dialect's way (the provider layer's ``streams``: Gemini's
+    ``:streamGenerateContent`` with or without ``alt=sse``, Bedrock's ``/converse-stream``).
+    """
+    if isinstance(body, dict) and body.get("stream") is True:
+        return True
+    accept = headers.get("accept", "").lower()
+    if any(kind in accept for kind in _STREAM_TYPES):
+        return True
+    return url_asks_for_stream(url)
+
+
+_SAFE_INTEGER: Final = 2**53
+
+
+_SUSPECT: Final = re.compile(rb"NaN|Infinity|[0-9]{16}")
+
+
+def wire_suspect(content: bytes | None) -> bool:
+    """False when encoded ``content`` cannot hold NaN, an infinity or a 16-digit number, so
+    the body it parsed to needs no :func:`wire_problem` walk."""
+    return content is None or _SUSPECT.search(content) is not None
+
+
+def _wire_safe(value: object) -> bool:
+    """The quick pass of :func:`wire_problem`: no paths built unless something is wrong."""
+    if value is None or isinstance(value, str | bool):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, int):
+        return abs(value) <= _SAFE_INTEGER
+    if isinstance(value, dict):
+        return all(_wire_safe(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return all(_wire_safe(item) for item in value)
+    return True
+
+
+def wire_problem(value: object, path: str = "root") -> str | None:
+    """Where a parsed body holds what no wire could carry, or None.
+
+    NaN and the infinities are not JSON (``json.dumps(allow_nan=False)`` refuses them), and an
+    integer beyond 2**53 does not survive a JSON parser that reads numbers as doubles.
+    """
+    if path == "root" and _wire_safe(value):
+        return None
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return None
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return f"{path} is {value!r}, which is not JSON"
+        return None
+    if isinstance(value, int):
+        if abs(value) > _SAFE_INTEGER:
+            return f"{path} is {value}, beyond 2**53, where JSON numbers lose precision"
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = wire_problem(item, f"{path}[{key!r}]")
+            if found:
+                return found
+        return None
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = wire_problem(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None
+
+
+def wire_body(response: TransportResponse, method: str) -> tuple[list[tuple[str, str]], bytes]:
+    """Header pairs and bytes for a response whose body is not a stream, as a bridge hands it
+    to a client. The length is that of the bytes sent, except for an answer that has no body
+    by definition (to a HEAD, a 204 or a 304), whose recorded content-length describes the
+    body a GET would have had."""
+    headers = response.headers
+    if keeps_content_length(method, response.status) and response.body in (b"", None):
+        recorded = headers.get("content-length")
+        if recorded is not None:
+            return headers.multi_items(), b""
+    if isinstance(response.body, bytes):
+        content = response.body
+        typed = True
+    else:
+        content = encode_json(response.body)  # type: ignore[arg-type]
+        typed = "content-type" in headers
+    pairs = [(k, v) for k, v in headers.multi_items() if k.lower() != "content-length"]
+    if not typed:
+        pairs.append(("content-type", "application/json"))
+    pairs.append(("content-length", str(len(content))))
+    return pairs, content

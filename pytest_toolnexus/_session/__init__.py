@@ -1,0 +1,4 @@
+"""Record and replay: the recorder, the replayer, matching, faults, and the session that
+composes them for one cassette."""
+
+__all__: list[str] = []

@@ -1,0 +1,135 @@
+"""What a request that nothing recorded answers is told: the text of :class:`CassetteMissError`.
+
+A miss message quotes the request (its URL redacted, its body masked), the cassette path and
+the record mode; shows the nearest recorded request with a path-level diff, or says that the
+same request was recorded and already played; and gives the fixes that apply. Every secret is
+masked before anything is cut or printed, so the message is safe in logs and CI output.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from pytest_toolnexus._safety.redact import redact_url
+from pytest_toolnexus._safety.secrets import SecretScanner
+from pytest_toolnexus._seam.errors import CassetteMissError
+from pytest_toolnexus._seam.transport import TransportRequest
+
+from .match import Index
+
+__all__ = ["body_summary", "miss_error", "missing_error", "missing_message"]
+
+_BODY_PREVIEW: Final = 240
+
+
+def body_summary(request: TransportRequest, scanner: SecretScanner) -> str:
+    """The request body for a miss message: masked whole, then cut, so a cut never leaves
+    part of a secret that the mask would no longer recognise."""
+    body = request.body
+    if body is None:
+        return "(no body)"
+    if isinstance(body, bytes):
+        size = len(body)
+        full = repr(body)
+    else:
+        full = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
+        size = len(full.encode())
+    masked = scanner.mask(full)
+    if len(masked) <= _BODY_PREVIEW:
+        return masked
+    return f"{masked[:_BODY_PREVIEW]} ... ({size} bytes in all)"
+
+
+def missing_message(path: Path, note: str | None) -> str:
+    """Why a replay-only session cannot answer anything: its cassette file does not exist."""
+    return (
+        f"cassette {path} does not exist, and record mode 'none' only "
+        "replays. Record it once with record mode 'once' (pytest: "
+        "--cassette-record=once), then commit the file." + (f" {note}" if note else "")
+    )
+
+
+def missing_error(message: str, path: Path, request: TransportRequest) -> CassetteMissError:
+    """The miss for the first request that needed the missing cassette ``message`` names."""
+    return CassetteMissError(
+        f"{message} (The first request that needed it: {request.method} "
+        f"{redact_url(request.url)}.)",
+        path=str(path),
+    )
+
+
+def miss_error(
+    request: TransportRequest,
+    *,
+    path: Path,
+    index: Index,
+    record_mode: str,
+    meta: Mapping[str, Any],
+    note: str | None,
+    scanner: SecretScanner,
+) -> CassetteMissError:
+    """The error for ``request``, which no unplayed interaction of ``index`` matches."""
+    total = len(index.interactions)
+    played = sum(index.played)
+    lines = [
+        f"No recorded interaction matches {request.method} {redact_url(request.url)}",
+        "",
+        f"  request body:  {body_summary(request, scanner)}",
+        f"  cassette:      {path} ({total} interaction(s), {played} already played)",
+        f"  record mode:   {record_mode}",
+    ]
+    used = index.already_played(request)
+    if used:
+        lines += [
+            "",
+            f"The same request was recorded as interaction #{used[-1]}, and it was already "
+            "played: each recorded interaction plays once, so this request was sent more "
+            "times than when the cassette was recorded.",
+        ]
+        fixes = [
+            "record the cassette again if the extra request is intended "
+            "(record mode 'all'; pytest: --cassette-record=all)",
+            "or let a request replay more than once: allow_repeats=True",
+        ]
+    else:
+        nearest = index.nearest(request, limit=1, mask=scanner.mask)
+        paths: tuple[str, ...] = ()
+        query: tuple[str, ...] = ()
+        if nearest:
+            best = nearest[0]
+            query = best.query
+            state = "already played" if best.played else "not yet played"
+            lines += [
+                "",
+                f"Nearest recorded request: #{best.index} {best.request.method} "
+                f"{best.request.url} ({state})",
+            ]
+            lines += [f"  {line}" for line in best.differences] or ["  (no difference?)"]
+            paths = best.ignorable
+        elif total == 0:
+            lines += ["", "The cassette has no interactions."]
+        fixes = [
+            "if the request changed on purpose, record the new one: record mode 'new' "
+            "(pytest: --cassette-record=new), or 'all' to record everything again",
+        ]
+        if paths:
+            names = ", ".join(repr(p) for p in paths[:3])
+            fixes.append(
+                f"if those values change from run to run, ignore them: ignore_body=[{names}]"
+            )
+        if query:
+            names = ", ".join(repr(q) for q in query[:3])
+            fixes.append(f"if those query parameters do not matter: ignore_query=[{names}]")
+        if paths and meta.get("converted_from") == "vcrpy":
+            fixes.append(
+                "this cassette was converted from vcrpy, whose default matching never "
+                "compared bodies; to match as vcrpy did, use match_on='vcrpy'"
+            )
+    lines += ["", "How to fix:"] + [f"  - {fix}" for fix in fixes]
+    if note:
+        lines += ["", note]
+    # The message quotes the request: keep any secret in it out of logs and CI output.
+    return CassetteMissError(scanner.mask("\n".join(lines)), path=str(path))

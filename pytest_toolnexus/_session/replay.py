@@ -1,0 +1,355 @@
+"""Replay: turning a recorded interaction back into a seam response, on a clock.
+
+Each SSE event, NDJSON line or chunk becomes its own piece of the byte stream, released when
+the clock reaches its recorded offset at the moment the client pulls it. Recorded transport
+errors are raised again, at their recorded time. A :class:`Plan` is what gets sent; faults
+reshape it before it is played. What happens to the request is told to its
+:class:`~pytest_toolnexus._session.observer.Observer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, overload
+
+from pytest_toolnexus._seam.cancel import CancelToken
+from pytest_toolnexus._seam.errors import ERROR_KINDS, ReplayError, TransportError
+from pytest_toolnexus._seam.headers import Headers
+from pytest_toolnexus._seam.transport import (
+    AsyncByteStream,
+    ByteStream,
+    JSONValue,
+    TransportRequest,
+    TransportResponse,
+)
+from pytest_toolnexus._store.cassette import (
+    ChunksBody,
+    EmptyBody,
+    EventStreamBody,
+    Interaction,
+    JsonBody,
+    MalformedCassette,
+    NdjsonBody,
+    RecordedError,
+    RecordedResponse,
+    SseBody,
+    damage_reason,
+)
+from pytest_toolnexus._timing.clock import Clock
+
+from .observer import NO_OBSERVER, Observer
+
+__all__ = [
+    "Plan",
+    "Shaper",
+    "aplay",
+    "plan_of",
+    "play",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What replay sends: status and headers at ``t_headers``, then each piece at its offset,
+    then the end (or ``error``). Times in ms from the moment the request was sent.
+
+    ``value`` is set when the body is one JSON document, so a client that did not ask for a
+    stream gets it parsed. ``streamed`` is true when the recording was a stream. ``pieces`` of
+    a stream are produced as the client pulls them; a shaper gets them as a list.
+    ``method`` and ``url`` are those of the request being answered (a fault that speaks the
+    provider's dialect reads them).
+    """
+
+    status: int
+    headers: Headers
+    t_headers: float
+    pieces: Sequence[tuple[float, bytes]]
+    end: float
+    error: RecordedError | None = None
+    complete: bool = True
+    streamed: bool = False
+    value: JSONValue = None
+    has_value: bool = False
+    method: str = ""
+    url: str = ""
+
+
+Shaper = Callable[[Plan], Plan]
+"""Reshapes a plan before it is played (what a fault does)."""
+
+
+def _seconds(t_ms: float, clock: Clock) -> float:
+    return t_ms / 1000.0 / clock.speed
+
+
+def _error(recorded: RecordedError) -> TransportError:
+    cls = ERROR_KINDS.get(recorded.kind, TransportError)
+    return cls(recorded.message)
+
+
+def plan_of(
+    response: RecordedResponse, *, whole_bytes: bool = True, method: str = "", url: str = ""
+) -> Plan:
+    """The plan for a recorded response to the request ``method url``. Stream pieces are made
+    lazily; a broken one raises :class:`MalformedCassette` when it is reached.
+    ``whole_bytes=False`` skips encoding a JSON body that will be handed over parsed."""
+    body = response.body
+    timed_json = isinstance(body, JsonBody) and body.times is not None
+    streamed = timed_json or isinstance(body, SseBody | NdjsonBody | ChunksBody | EventStreamBody)
+    pieces: Sequence[tuple[float, bytes]]
+    if isinstance(body, SseBody | NdjsonBody | ChunksBody | EventStreamBody) or (
+        isinstance(body, JsonBody) and timed_json
+    ):
+        pieces = _LazyPieces(body.pieces())
+    elif isinstance(body, EmptyBody) or (isinstance(body, JsonBody) and not whole_bytes):
+        pieces = []
+    else:
+        pieces = [(response.t_end, body.content())]
+    return Plan(
+        status=response.status,
+        headers=response.headers,
+        t_headers=response.t_headers,
+        pieces=pieces,
+        end=response.t_end,
+        error=response.error,
+        complete=response.complete,
+        streamed=streamed,
+        value=body.value if isinstance(body, JsonBody) else None,
+        has_value=isinstance(body, JsonBody),
+        method=method,
+        url=url,
+    )
+
+
+class _LazyPieces(Sequence[tuple[float, bytes]]):
+    """Stream pieces made as they are iterated, so the first byte goes out before the last
+    event of a long stream is encoded; asking for a length or an index makes them all."""
+
+    def __init__(self, source: Iterator[tuple[float, bytes]]) -> None:
+        self._source: Iterator[tuple[float, bytes]] | None = source
+        self._made: list[tuple[float, bytes]] = []
+
+    def __iter__(self) -> Iterator[tuple[float, bytes]]:
+        position = 0
+        while True:
+            if position < len(self._made):
+                yield self._made[position]
+                position += 1
+                continue
+            if self._source is None:
+                return
+            piece = next(self._source, None)
+            if piece is None:
+                self._source = None
+                return
+            self._made.append(piece)
+
+    def _all(self) -> list[tuple[float, bytes]]:
+        if self._source is not None:
+            self._made.extend(self._source)
+            self._source = None
+        return self._made
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[float, bytes]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[tuple[float, bytes]]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        return self._all()[index]
+
+
+def _incomplete(count: int) -> ReplayError:
+    return ReplayError(
+        f"this stream was recorded while the client stopped reading after {count} "
+        "piece(s), so the rest was never recorded, and the client now reads further; "
+        "record the cassette again"
+    )
+
+
+def _whole(plan: Plan, request: TransportRequest) -> TransportResponse | None:
+    """A whole (non-stream) answer, when the request did not ask for a stream."""
+    if request.stream or plan.streamed or plan.error is not None or not plan.complete:
+        return None
+    if plan.has_value:
+        return TransportResponse(plan.status, plan.headers, plan.value)
+    return TransportResponse(plan.status, plan.headers, b"".join(p for _, p in plan.pieces))
+
+
+def _prepare(
+    interaction: Interaction, request: TransportRequest, shape: Shaper | None
+) -> tuple[Plan | None, RecordedError | None]:
+    if interaction.error is not None:
+        return None, interaction.error
+    assert interaction.response is not None
+    response, method, url = interaction.response, request.method, request.url
+    if shape is None:
+        return plan_of(response, whole_bytes=request.stream, method=method, url=url), None
+    return shape(plan_of(response, method=method, url=url)), None
+
+
+def play(
+    interaction: Interaction,
+    request: TransportRequest,
+    clock: Clock,
+    start: float,
+    observer: Observer = NO_OBSERVER,
+    shape: Shaper | None = None,
+) -> TransportResponse:
+    """The sync response for ``interaction``; ``start`` is the clock time the request was sent.
+
+    ``observer`` is told of each piece delivered and of the end, and turns a broken stored
+    piece, met while streaming, into the error to raise; ``shape`` reshapes the plan (faults).
+    """
+    cancel = request.cancel
+    plan, failure = _prepare(interaction, request, shape)
+    if failure is not None:
+        clock.wait_until(start + _seconds(failure.t, clock), cancel)
+        raise _error(failure)
+    assert plan is not None
+    clock.wait_until(start + _seconds(plan.t_headers, clock), cancel)
+    whole = _whole(plan, request)
+    if whole is not None:
+        clock.wait_until(start + _seconds(plan.end, clock), cancel)
+        observer.delivered(0, clock.now())
+        observer.ended()
+        return whole
+    return TransportResponse(
+        plan.status,
+        plan.headers,
+        ByteStream(_pieces(_Delivery(plan, start, clock, observer), cancel)),
+    )
+
+
+def _lookahead(
+    pieces: Iterable[tuple[float, bytes]], observer: Observer
+) -> Iterator[tuple[float, bytes, bool]]:
+    """Each piece with a flag that says whether it is the last one."""
+    iterator = iter(pieces)
+    try:
+        current = next(iterator, None)
+        while current is not None:
+            following = next(iterator, None)
+            yield current[0], current[1], following is None
+            current = following
+    except MalformedCassette as exc:
+        error = observer.malformed(exc)
+        if error is None:
+            raise
+        raise error from exc
+    except (TypeError, ValueError, RecursionError, OverflowError) as exc:
+        # A damaged stored value (bytes or NaN as event data, nesting past the recursion
+        # limit) fails while its piece is encoded.
+        error = observer.malformed(MalformedCassette(damage_reason(exc)))
+        if error is None:
+            raise
+        raise error from exc
+
+
+class _Delivery:
+    """One replayed body's schedule and bookkeeping; the sync and async generators below
+    only wait for each deadline and hand the piece over."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        start: float,
+        clock: Clock,
+        observer: Observer,
+    ) -> None:
+        self._plan = plan
+        self._start = start
+        self.clock = clock
+        self._observer = observer
+        self._count = 0
+        self._last = False
+        self._read_all = False
+
+    def _due(self, t_ms: float) -> float:
+        return self._start + _seconds(t_ms, self.clock)
+
+    def schedule(self) -> Iterator[tuple[float, bytes | None]]:
+        """``(deadline, piece)`` for each piece, then ``(deadline, None)`` for the end; a
+        recorded error or an incomplete recording is raised where it happened."""
+        plan = self._plan
+        for t_ms, data, last in _lookahead(plan.pieces, self._observer):
+            self._last = last
+            yield self._due(t_ms), data
+        self._read_all = plan.error is None
+        if plan.error is not None:
+            yield self._due(plan.error.t), None
+            raise _error(plan.error)
+        if not plan.complete:
+            raise _incomplete(self._count)
+        yield self._due(plan.end), None
+
+    def delivered(self) -> None:
+        """A piece reached the client now."""
+        self._observer.delivered(self._count, self.clock.now())
+        self._count += 1
+        self._read_all = self._last
+
+    def finish(self) -> None:
+        # A client that closes the body after its last recorded piece has read all of it:
+        # SSE clients stop at their end marker without asking for more, and a recording made
+        # that way ends there too.
+        if self._read_all and self._plan.error is None:
+            self._observer.ended()
+
+
+def _pieces(delivery: _Delivery, cancel: CancelToken | None) -> Iterator[bytes]:
+    clock = delivery.clock
+    try:
+        for deadline, data in delivery.schedule():
+            clock.wait_until(deadline, cancel)
+            if data is not None:
+                delivery.delivered()
+                yield data
+    finally:
+        delivery.finish()
+
+
+async def aplay(
+    interaction: Interaction,
+    request: TransportRequest,
+    clock: Clock,
+    start: float,
+    observer: Observer = NO_OBSERVER,
+    shape: Shaper | None = None,
+) -> TransportResponse:
+    """The async mirror of :func:`play`."""
+    cancel = request.cancel
+    plan, failure = _prepare(interaction, request, shape)
+    if failure is not None:
+        await clock.await_until(start + _seconds(failure.t, clock), cancel)
+        raise _error(failure)
+    assert plan is not None
+    await clock.await_until(start + _seconds(plan.t_headers, clock), cancel)
+    whole = _whole(plan, request)
+    if whole is not None:
+        await clock.await_until(start + _seconds(plan.end, clock), cancel)
+        observer.delivered(0, clock.now())
+        observer.ended()
+        return whole
+    return TransportResponse(
+        plan.status,
+        plan.headers,
+        AsyncByteStream(_apieces(_Delivery(plan, start, clock, observer), cancel)),
+    )
+
+
+async def _apieces(delivery: _Delivery, cancel: CancelToken | None) -> AsyncIterator[bytes]:
+    clock = delivery.clock
+    try:
+        for deadline, data in delivery.schedule():
+            await clock.await_until(deadline, cancel)
+            if data is not None:
+                delivery.delivered()
+                yield data
+    finally:
+        delivery.finish()

@@ -1,0 +1,57 @@
+"""What a loaded interaction must satisfy before it is replayed, and the errors that mean a
+stored value is damaged.
+
+Loading checks the shape of every interaction, and leaves the values inside bodies for replay
+(a long stream costs no parsing at load). A value that reached the file by damage, such as
+NaN or bytes in a JSON body, a header no HTTP library can send, or a list nested past the
+recursion limit, then fails in the middle of replay with an error of Python's own. The session
+checks each interaction here as it is played, and turns these errors into a
+:class:`CassetteFormatError` that names the file and the interaction.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pytest_toolnexus._seam.bodies import encode_json
+from pytest_toolnexus._store.cassette import Interaction, JsonBody, MalformedCassette, damage_reason
+
+__all__ = ["DAMAGE", "check_playable", "damage_reason"]
+
+DAMAGE: Final = (TypeError, ValueError, RecursionError, OverflowError, UnicodeError)
+"""What a damaged stored value raises from the standard library (``json``, ``urllib.parse``,
+``datetime``, codecs) when replay encodes, parses or times it."""
+
+
+def check_playable(interaction: Interaction) -> None:
+    """Raise :class:`MalformedCassette` when the response of ``interaction`` cannot be handed
+    to an HTTP client: a header no wire could carry (a name that is not ASCII, CR, LF or NUL,
+    text that does not encode; a value that is not ASCII is sent as the bytes it arrived as),
+    or a JSON body that does not encode as JSON."""
+    response = interaction.response
+    if response is None:
+        return
+    for name, value in response.headers.multi_items():
+        shown = name.encode("ascii", "backslashreplace").decode()
+        if not name.isascii() or any(c in name + value for c in "\r\n\0"):
+            raise MalformedCassette(
+                f"response header {shown!r} holds a character no header can carry (a name "
+                "that is not ASCII, or CR, LF or NUL)"
+            )
+        try:
+            value.encode("latin-1")
+        except UnicodeEncodeError:
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise MalformedCassette(
+                    f"response header {shown!r} holds text that does not encode as bytes"
+                ) from None
+    body = response.body
+    if isinstance(body, JsonBody):
+        try:
+            encode_json(body.value)
+        except DAMAGE as exc:
+            raise MalformedCassette(
+                f"the response's JSON body does not encode as JSON ({damage_reason(exc)})"
+            ) from None

@@ -1,0 +1,348 @@
+"""The request path of a session: each request matched, played or recorded, in turn.
+
+:class:`RequestPath` is the half of :class:`~pytest_toolnexus._session.session.CassetteSession` that
+serves requests: the transports it hands to clients, the routing of one request (the closed
+and missing-file checks, the wire check, faults, the match, the miss), the keeping of what
+was recorded, and the questions a test asks afterwards (what played, what was left unused).
+The session's constructor and lifecycle (start, close, the write) set up the state declared
+here and stay in ``_session``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pytest_toolnexus._answers.views import ProviderView, ViewError, view
+from pytest_toolnexus._bridges.httpx import HTTPBridge
+from pytest_toolnexus._bridges.live import LiveTransport
+from pytest_toolnexus._patching.install import SessionClosedError, State
+from pytest_toolnexus._safety.redact import redact_url
+from pytest_toolnexus._safety.redact_interaction import redacted
+from pytest_toolnexus._safety.secrets import SecretScanner, credential_environment
+from pytest_toolnexus._seam.bodies import wire_problem, wire_suspect
+from pytest_toolnexus._seam.errors import CassetteFormatError, CassetteMissError, WireCheckError
+from pytest_toolnexus._seam.transport import (
+    AsyncTransport,
+    DualTransport,
+    Transport,
+    TransportRequest,
+    TransportResponse,
+)
+from pytest_toolnexus._store.cassette import (
+    Interaction,
+    MalformedCassette,
+    RecordedRequest,
+    damage_reason,
+)
+from pytest_toolnexus._timing.clock import Clock
+
+from .faults import Fault, FaultSet, Shaping
+from .match import Index
+from .miss import miss_error, missing_error
+from .record import RecordingTransport
+from .replay import aplay, play
+from .replay_check import DAMAGE, check_playable
+from .sent import SentRequest, Turn
+
+__all__ = ["RequestPath"]
+
+
+class RequestPath:
+    """Serving requests from a cassette: the transports, the routing, what was played.
+
+    The state below is set by the session's constructor.
+    """
+
+    path: Path
+    record_mode: str
+    clock: Clock
+    misses: list[CassetteMissError]
+    recorder_problems: list[str]
+    requests: list[SentRequest]
+    _t0: float
+    _lock: threading.RLock
+    _index: Index
+    _faults: FaultSet
+    _may_record: bool
+    _state: State
+    _not_found: str | None
+    _wire_check: bool
+    _live: Transport | None
+    _async_live: AsyncTransport | DualTransport | None
+    _owned_live: list[LiveTransport]
+    _owned_async_live: list[LiveTransport]
+    _recorders: list[RecordingTransport]
+    _recorded: dict[int, Interaction]
+    _sequence: int
+    _playable: set[int]
+    _seen_env: set[tuple[str, str]]
+    _allow_secrets: tuple[str, ...]
+    _redact_hook: Callable[[Interaction], Interaction] | None
+    _meta: dict[str, Any]
+    _note: str | None
+    _loaded_count: int
+
+    # -- transports -----------------------------------------------------------------------
+
+    @functools.cached_property
+    def transport(self) -> Transport:
+        """The sync seam transport serving this cassette (live traffic via a default client).
+        It is made on first use, and every read gives that same transport."""
+        return self.transport_for(None)
+
+    @functools.cached_property
+    def async_transport(self) -> AsyncTransport:
+        """The async seam transport serving this cassette; made once, like :attr:`transport`."""
+        return self.async_transport_for(None)
+
+    def http_transport(self) -> HTTPBridge:
+        """An httpx/httpx2 transport for ``httpx2.Client(transport=...)`` and friends."""
+        return HTTPBridge(self.transport, async_transport=self.async_transport)
+
+    def transport_for(self, live: Transport | None) -> Transport:
+        """A sync seam transport that records through ``live`` (default: its own client)."""
+        # Made before any request is timed, since opening a client takes a while.
+        recorder = RecordingTransport(live or self._default_live()) if self._may_record else None
+        if recorder is not None:
+            self._recorders.append(recorder)
+
+        def handle(request: TransportRequest) -> TransportResponse:
+            turn = self._begin(request)
+            if turn.interaction is not None:
+                with self._malformed(turn.position):
+                    self._check_once(turn.interaction)
+                    response = play(
+                        turn.interaction, request, self.clock, turn.origin, turn, turn.shape
+                    )
+                return turn.answered(response)
+            assert recorder is not None  # _begin raised the miss otherwise
+            return turn.answered(recorder(request, observer=turn))
+
+        return handle
+
+    def async_transport_for(self, live: AsyncTransport | DualTransport | None) -> AsyncTransport:
+        """An async seam transport that records through ``live`` (default: its own client)."""
+        recorder = (
+            RecordingTransport(live or self._default_async_live()) if self._may_record else None
+        )
+        if recorder is not None:
+            self._recorders.append(recorder)
+
+        async def handle(request: TransportRequest) -> TransportResponse:
+            turn = self._begin(request)
+            if turn.interaction is not None:
+                with self._malformed(turn.position):
+                    self._check_once(turn.interaction)
+                    response = await aplay(
+                        turn.interaction, request, self.clock, turn.origin, turn, turn.shape
+                    )
+                return turn.answered(response)
+            assert recorder is not None  # _begin raised the miss otherwise
+            return turn.answered(await recorder.acall(request, observer=turn))
+
+        return handle
+
+    @contextlib.contextmanager
+    def _malformed(self, position: int | None) -> Iterator[None]:
+        try:
+            yield
+        except (MalformedCassette, *DAMAGE) as exc:
+            where = "an injected fault" if position is None else f"interaction {position}"
+            raise CassetteFormatError(
+                f"cassette {self.path} is corrupt at {where}: {damage_reason(exc)}; restore "
+                "the file from version control, or record it again with record mode 'all'",
+                path=str(self.path),
+            ) from exc
+
+    def _default_live(self) -> Transport:
+        if self._live is not None:
+            return self._live
+        transport = LiveTransport()
+        self._owned_live.append(transport)
+        self._live = transport
+        return transport
+
+    def _default_async_live(self) -> AsyncTransport | DualTransport:
+        if self._async_live is not None:
+            return self._async_live
+        transport = LiveTransport()
+        self._owned_async_live.append(transport)
+        self._async_live = transport
+        return transport
+
+    # -- the request path -----------------------------------------------------------------
+
+    def inject(self, *faults: Fault) -> None:
+        """Add faults (from :mod:`pytest_toolnexus.faults`); they count requests from now on."""
+        for fault in faults:
+            self._faults.add(fault)
+
+    def _check_once(self, interaction: Interaction) -> None:
+        """:func:`check_playable`, once per interaction however often it plays (repeats,
+        faults), so a replay pays for the check only the first time."""
+        key = id(interaction)
+        if key in self._playable:
+            return
+        check_playable(interaction)
+        self._playable.add(key)
+
+    def _scanner(self) -> SecretScanner:
+        return SecretScanner(allow=self._allow_secrets, seen=self._seen_env)
+
+    def _begin(self, request: TransportRequest) -> Turn:
+        if self._may_record:
+            self._seen_env.update(credential_environment().items())
+        if self._state is State.CLOSED:
+            raise SessionClosedError(
+                f"cassette {self.path} is closed; {request.method} {request.url} came after "
+                "the end of the block or test that used it"
+            )
+        if self._not_found is not None:
+            error = missing_error(self._not_found, self.path, request)
+            self.misses.append(error)
+            raise error
+        if (
+            self._wire_check
+            and not isinstance(request.body, bytes)
+            and wire_suspect(request.content)
+        ):
+            problem = wire_problem(request.body)
+            if problem is not None:
+                raise WireCheckError(
+                    f"{request.method} {redact_url(request.url)}: the request body cannot be "
+                    f"sent: {problem}. A real client could never have sent this request, so "
+                    "the test would describe something that cannot happen. Fix the value, or "
+                    "turn the check off with wire_check=False (on the marker or the session)."
+                )
+        substitute, shapers = self._faults.apply(request) if self._faults else (None, [])
+        with self._lock:
+            position = None if substitute is not None else self._index.take(request)
+            if substitute is None and position is None and not self._may_record:
+                miss = self._miss(request)
+                self.misses.append(miss)
+                raise miss
+            now = self.clock.now()
+            sent = SentRequest(
+                request.method,
+                redact_url(request.url),
+                now - self._t0,
+                replayed=substitute is not None or position is not None,
+                interaction=position,
+                body=request.body,
+                faults=[description for _, description in shapers],
+            )
+            self.requests.append(sent)
+        interaction = substitute
+        if interaction is None and position is not None:
+            interaction = self._index.interactions[position]
+        faults = tuple(fault for fault, _ in shapers)
+        shape = Shaping(faults) if faults and substitute is None else None
+        return Turn(
+            sent,
+            now,
+            interaction,
+            position,
+            shape,
+            path=self.path,
+            keep=self._keeper(sent) if interaction is None else None,
+            problems=self.recorder_problems,
+        )
+
+    def _keeper(self, sent: SentRequest) -> Callable[[Interaction], None]:
+        """Where one request's recorded interaction goes: numbered in the order requests were
+        sent, so the cassette keeps that order whatever order their streams end in."""
+        with self._lock:
+            self._sequence += 1
+            number = self._sequence
+
+        def keep(interaction: Interaction) -> None:
+            if self._redact_hook is not None:
+                interaction = self._redact_hook(interaction)
+            safe = redacted(interaction)
+            with self._lock:
+                self._recorded[number] = safe
+                sent.interaction = self._index.add(safe, played=True)
+
+        return keep
+
+    def _miss(self, request: TransportRequest) -> CassetteMissError:
+        return miss_error(
+            request,
+            path=self.path,
+            index=self._index,
+            record_mode=self.record_mode,
+            meta=self._meta,
+            note=self._note,
+            scanner=self._scanner(),
+        )
+
+    # -- end of use -----------------------------------------------------------------------
+
+    def unused(self) -> list[tuple[int, RecordedRequest]]:
+        """Loaded interactions that no request played, with their positions."""
+        with self._lock:
+            return [
+                (i, self._index.interactions[i].request)
+                for i in self._index.unused()
+                if i < self._loaded_count
+            ]
+
+    def view(self, request: int = -1) -> ProviderView:
+        """What the model answered to the ``request``-th request sent (the last by default),
+        in the provider-neutral shape of :mod:`pytest_toolnexus.views`."""
+        with self._lock:
+            sent = self.requests[request]
+            if sent.interaction is None:
+                raise ViewError(
+                    f"request {request} ({sent.method} {sent.url}) was answered by an injected "
+                    "fault or recorded live without a cassette position; there is nothing to view"
+                )
+            interaction = self._index.interactions[sent.interaction]
+        return view(interaction)
+
+    def unconsumed(self) -> list[SentRequest]:
+        """Replayed successful responses whose body the client never read to the end.
+
+        Error answers (a client may close a 429 unread before it retries), answers that never
+        came (a transport error) and answers a fault made up or cut short are not counted.
+        """
+        with self._lock:
+            return [
+                r
+                for r in self.requests
+                if r.replayed
+                and not r.complete
+                and r.status is not None
+                and r.status < 400
+                and not r.faults
+            ]
+
+    @property
+    def play_count(self) -> int:
+        """How many responses were replayed from the cassette (pytest-recording's
+        ``vcr.play_count``)."""
+        with self._lock:
+            return sum(1 for r in self.requests if r.replayed)
+
+    @property
+    def all_played(self) -> bool:
+        """True when every loaded interaction was played (pytest-recording's
+        ``vcr.all_played``)."""
+        return not self.unused()
+
+    @property
+    def recorded(self) -> list[Interaction]:
+        """Interactions recorded in this session so far, in the order their requests were sent."""
+        with self._lock:
+            return [self._recorded[k] for k in sorted(self._recorded)]
+
+    @property
+    def interactions(self) -> list[Interaction]:
+        """Every interaction known to this session: loaded, then recorded."""
+        with self._lock:
+            return list(self._index.interactions)

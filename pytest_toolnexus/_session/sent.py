@@ -1,0 +1,114 @@
+"""One request a session routed: its timing record, and the observer that keeps it.
+
+:class:`SentRequest` is what a test reads back (``cassette.requests``); :class:`Turn` is how
+the session answers one request, and the :class:`~pytest_toolnexus._session.observer.Observer` that
+replay and recording tell what happens to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_toolnexus._seam.errors import CassetteFormatError
+from pytest_toolnexus._seam.transport import RequestBody, TransportResponse
+from pytest_toolnexus._store.cassette import Interaction, MalformedCassette
+
+from .replay import Shaper
+
+__all__ = ["SentRequest", "Turn"]
+
+
+@dataclass
+class SentRequest:
+    """One request the code under test sent, and what answered it.
+
+    Times are seconds on the session's clock since the session started: ``sent_at`` when the
+    request was sent, each of ``deliveries`` when a piece of the response body (an SSE event,
+    an NDJSON line, a chunk, or a whole body) reached the client. ``interaction`` is the
+    cassette position that answered (None for an answer a fault made up), ``body`` the request
+    body as the client sent it (parsed JSON, or bytes), and ``faults`` what each injected fault
+    did to this request.
+    """
+
+    method: str
+    url: str
+    sent_at: float
+    replayed: bool
+    interaction: int | None = None
+    status: int | None = None
+    retry_after: str | None = None
+    body: RequestBody = None
+    faults: list[str] = field(default_factory=list)
+    deliveries: list[float] = field(default_factory=list)
+    complete: bool = False
+
+    @property
+    def first_delivery(self) -> float | None:
+        """When the first piece of the body reached the client, or None."""
+        return self.deliveries[0] if self.deliveries else None
+
+    @property
+    def finished_at(self) -> float:
+        """When the last piece reached the client (``sent_at`` when nothing was delivered)."""
+        return self.deliveries[-1] if self.deliveries else self.sent_at
+
+
+class Turn:
+    """How one request will be answered, and the :class:`Observer` of its way there.
+
+    ``interaction`` is what will be played (None: it is recorded live, and ``keep`` takes the
+    interaction the recording makes), ``position`` its place in the cassette, ``shape`` what
+    faults do to it. As the request goes, the turn fills in its timing record ``sent``:
+    ``origin`` is the clock time it was sent at, so each delivery is stamped in seconds since
+    the session started.
+    """
+
+    def __init__(
+        self,
+        sent: SentRequest,
+        origin: float,
+        interaction: Interaction | None,
+        position: int | None,
+        shape: Shaper | None,
+        *,
+        path: Path,
+        keep: Callable[[Interaction], None] | None,
+        problems: list[str],
+    ) -> None:
+        self.sent = sent
+        self.origin = origin
+        self.interaction = interaction
+        self.position = position
+        self.shape = shape
+        self._path = path
+        self._keep = keep
+        self._problems = problems
+
+    def answered(self, response: TransportResponse) -> TransportResponse:
+        """Note the status (and ``Retry-After``) the client gets; returns ``response``."""
+        self.sent.status = response.status
+        self.sent.retry_after = response.headers.get("retry-after")
+        return response
+
+    # -- the Observer -----------------------------------------------------------------------
+
+    def delivered(self, number: int, at: float) -> None:
+        self.sent.deliveries.append(self.sent.sent_at + (at - self.origin))
+
+    def ended(self) -> None:
+        self.sent.complete = True
+
+    def recorded(self, interaction: Interaction) -> None:
+        assert self._keep is not None, "a turn that plays an interaction records none"
+        self._keep(interaction)
+
+    def malformed(self, problem: MalformedCassette) -> Exception:
+        where = "an injected fault" if self.position is None else f"interaction {self.position}"
+        return CassetteFormatError(
+            f"cassette {self._path} is corrupt at {where}: {problem}", path=str(self._path)
+        )
+
+    def problem(self, text: str) -> None:
+        self._problems.append(text)

@@ -1,0 +1,432 @@
+"""A cassette in use: replay what matches, record what the mode allows, write once at the end.
+
+This is the object the pytest plugin hands to tests as the ``cassette`` fixture, and what
+``use_cassette`` returns for plain Python code.
+
+Why one module of just over 400 lines: what is left is the lifecycle alone (the constructor that
+checks the modes, loads the file and picks the clock; start, close and the write; the reports
+at the end). The request path is in ``_route``, and each request's record in ``_sent``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import os
+import threading
+import types
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Final, Literal, cast, get_args
+
+from pytest_toolnexus._bridges.live import LiveTransport
+from pytest_toolnexus._patching.install import Installation, SessionClosedError, State
+from pytest_toolnexus._seam.errors import (
+    CassetteFormatError,
+    CassetteMissError,
+    RecorderWarning,
+)
+from pytest_toolnexus._seam.transport import (
+    AsyncTransport,
+    DualTransport,
+    Transport,
+    async_side,
+)
+from pytest_toolnexus._store.cassette import (
+    Cassette,
+    Interaction,
+    damage_reason,
+    load_cassette,
+)
+from pytest_toolnexus._store.write import RecordingWriter
+from pytest_toolnexus._timing.clock import Clock, InstantClock, RealClock, real_wall
+from pytest_toolnexus._timing.timepatch import install as install_clock
+from pytest_toolnexus._timing.timepatch import observe_sleeps
+from pytest_toolnexus._timing.virtual import Sleep, VirtualClock
+
+from .faults import Fault, FaultSet
+from .match import Index, Matcher, MatchRules
+from .miss import missing_message
+from .record import RecordingTransport
+from .replay_check import DAMAGE
+from .route import RequestPath
+from .sent import SentRequest
+
+__all__ = [
+    "RECORD_MODES",
+    "TIMING_MODES",
+    "CassetteSession",
+    "RecordMode",
+    "SentRequest",
+    "TimingMode",
+    "UnusedInteractionsWarning",
+    "use_cassette",
+]
+
+RecordMode = Literal["none", "once", "new", "all"]
+RECORD_MODES: Final = get_args(RecordMode)
+TimingMode = Literal["virtual", "real", "instant"]
+TIMING_MODES: Final = get_args(TimingMode)
+
+
+_SECRET_FIX: Final = (
+    "Redact them with the pytest_toolnexus_redact hook (redact= on a CassetteSession), or, "
+    "for a value that is a known fake, list it in allow_secrets."
+)
+"""The fix a write the secret scan refuses suggests."""
+
+
+class UnusedInteractionsWarning(UserWarning):
+    """A cassette closed with recorded interactions that no request played."""
+
+
+class CassetteSession(RequestPath):
+    """One cassette in use, with a record mode and a clock.
+
+    ``record`` is one of ``none`` (replay only; a miss is an error), ``once`` (record when the
+    file does not exist yet, otherwise replay only), ``new`` (replay what matches and record the
+    rest) and ``all`` (record everything again). Hand :attr:`transport`, :attr:`async_transport`
+    or :meth:`http_transport` to clients, then :meth:`close` to write what was recorded.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        record: RecordMode = "none",
+        timing: TimingMode = "virtual",
+        speed: float = 1.0,
+        clock_modules: Iterable[types.ModuleType] = (),
+        ignore_body: Iterable[str] = (),
+        match_headers: Iterable[str] = (),
+        match_on: str | Iterable[str] = "default",
+        ignore_query: Iterable[str] = (),
+        ignore_headers: Iterable[str] = (),
+        allow_repeats: bool = False,
+        live: Transport | DualTransport | None = None,
+        async_live: AsyncTransport | None = None,
+        meta: Mapping[str, Any] | None = None,
+        on_unused: Literal["warn", "error", "ignore"] = "warn",
+        redact: Callable[[Interaction], Interaction] | None = None,
+        matcher: Matcher | None = None,
+        before_write: Callable[[Cassette], None] | None = None,
+        run_id: str | None = None,
+        note: str | None = None,
+        allow_secrets: Iterable[str] = (),
+        wire_check: bool = True,
+        faults: Iterable[Fault] = (),
+    ) -> None:
+        if record not in RECORD_MODES:
+            raise ValueError(f"record mode {record!r} is not one of {', '.join(RECORD_MODES)}")
+        self.path = Path(path)
+        self.record_mode: RecordMode = record
+        self.rules = MatchRules.build(
+            ignore_body=ignore_body,
+            match_headers=match_headers,
+            match_on=match_on,
+            ignore_query=ignore_query,
+            ignore_headers=ignore_headers,
+        )
+        self._lock = threading.RLock()
+        self._meta = dict(meta or {})
+        self._on_unused = on_unused
+        self._redact_hook = redact
+        self._note = note
+        self._allow_secrets = tuple(allow_secrets)
+        self._wire_check = wire_check
+        self._faults = FaultSet(faults)
+        self.misses: list[CassetteMissError] = []
+        self.written = False
+        self._discard = False
+        self._playable: set[int] = set()  # ids of interactions checked (they live as long)
+        self.recorder_problems: list[str] = []
+        """What the recorder could not parse (the client's stream was not touched)."""
+        # Credential values in the environment when each request was sent (recording only):
+        # the scan at write time must find a key a test set and a monkeypatch took away.
+        self._seen_env: set[tuple[str, str]] = set()
+        self._live = live
+        # A dual transport given as ``live`` serves async requests too (through its acall).
+        self._async_live: AsyncTransport | DualTransport | None = (
+            async_live
+            if async_live is not None or async_side(live) is None
+            else cast(DualTransport, live)
+        )
+        self._owned_live: list[LiveTransport] = []
+        self._owned_async_live: list[LiveTransport] = []
+        self._recorders: list[RecordingTransport] = []
+        self._recorded: dict[int, Interaction] = {}
+        self._sequence = 0
+        self._state = State.CREATED
+        self.requests: list[SentRequest] = []
+        self.existed = self.path.exists()
+        loaded: list[Interaction] = []
+        # A missing file is only an error once a request needs it: a test that sends nothing
+        # passes with no cassette, as it would with no plugin, and recording it writes none.
+        self._not_found: str | None = None
+        if record == "none" and not self.existed:
+            self._not_found = missing_message(self.path, note)
+        elif record == "none" or (record in ("once", "new") and self.existed):
+            cassette = self._load(record)
+            loaded = cassette.interactions
+            self._meta = {**cassette.meta, **self._meta}
+        self._loaded_count = len(loaded)
+        self._index = Index(self.rules, [], allow_repeats, matcher)
+        for position, interaction in enumerate(loaded):
+            try:
+                self._index.add(interaction, played=False)
+            except DAMAGE as exc:
+                # A URL with a port out of range or a broken IPv6 literal, a request body
+                # with bytes or NaN: the request cannot be matched, so the file is damaged.
+                raise CassetteFormatError(
+                    f"cassette {self.path} is corrupt at interaction {position}: its request "
+                    f"cannot be matched ({damage_reason(exc)}); restore the file from version "
+                    "control, or record it again with record mode 'all'",
+                    path=str(self.path),
+                ) from exc
+        self._may_record = record in ("new", "all") or (record == "once" and not self.existed)
+        # Made before any request is sent: it refuses a path no write can succeed at, and
+        # notes what the file is now, to tell at the write whether another writer wrote it.
+        self._writer = (
+            RecordingWriter(
+                self.path,
+                run_id=run_id,
+                merge_always=record == "new",
+                replace_unreadable=record == "all",
+                before_write=before_write,
+                fix=_SECRET_FIX,
+            )
+            if self._may_record
+            else None
+        )
+        if timing not in TIMING_MODES:
+            raise ValueError(f"timing mode {timing!r} is not one of {', '.join(TIMING_MODES)}")
+        self.timing: TimingMode = timing
+        self.clock: Clock = self._make_clock(timing, speed, loaded)
+        self._clock_modules = tuple(clock_modules)
+        self._uninstall: Callable[[], object] | None = None
+        self._installation: Installation | None = None  # the one this session opened itself
+        self._sleeps: list[Sleep] = []
+        self._t0 = self.clock.now()
+        self._elapsed0 = self.clock.elapsed if isinstance(self.clock, VirtualClock) else 0.0
+        if self._may_record:
+            self._meta.setdefault("clock_epoch", round(real_wall(), 3))
+
+    def _load(self, record: RecordMode) -> Cassette:
+        try:
+            return load_cassette(self.path)
+        except CassetteFormatError as exc:
+            if record == "none":
+                raise
+            # Refused before any live call: recording into a file that cannot be read would
+            # make every call, then fail at the write and lose them all.
+            raise type(exc)(
+                f"{exc}. Record mode {record!r} records into the file that is there, and this "
+                "one cannot be read. Record mode 'all' (pytest: --cassette-record=all) records "
+                "it again from scratch and keeps the unreadable file beside it.",
+                path=exc.path,
+            ) from exc
+
+    def _make_clock(self, timing: TimingMode, speed: float, loaded: list[Interaction]) -> Clock:
+        if timing == "instant":
+            return InstantClock()
+        if timing == "real" or self._may_record:
+            # Recording runs on real time: the live server answers in it.
+            return RealClock(speed)
+        return VirtualClock(epoch=_epoch_of(self._meta, loaded))
+
+    @property
+    def replay_only(self) -> bool:
+        """True when nothing this session serves may come from the network."""
+        return not self._may_record
+
+    # -- the clock ------------------------------------------------------------------------
+
+    @property
+    def state(self) -> State:
+        """``State.CREATED`` until :meth:`start`, ``State.OPEN`` while started, then
+        ``State.CLOSED`` for good once :meth:`close` (or :meth:`aclose`) ran."""
+        return self._state
+
+    def start(self, installation: Installation | None = None) -> CassetteSession:
+        """Install the virtual clock (or, with other clocks, a watch on sleeps).
+
+        ``with`` and the pytest plugin call this for you. The clock goes into
+        ``installation`` when one is given (the plugin's, which also holds its http patches
+        and network tripwire, and takes them all off together), else into one this session
+        opens and :meth:`close` closes; either way one cassette at a time can be installed in
+        a process (:class:`~._install.AlreadyInstalledError` names both). Starting a started
+        session does nothing; starting a closed one raises :class:`SessionClosedError`,
+        since a session serves one block (one test).
+        """
+        if self._state is State.CLOSED:
+            raise SessionClosedError(
+                f"the cassette session for {self.path} is closed and cannot be started again: "
+                "a session serves one block (one test). Open a new one with "
+                "use_cassette(...) or CassetteSession(...)."
+            )
+        if self._state is State.OPEN:
+            return self
+        own: Installation | None = None
+        if installation is None:
+            own = installation = Installation(self._owner()).open()
+        try:
+            if isinstance(self.clock, VirtualClock):
+                self._uninstall = installation.add(install_clock, self.clock, self._clock_modules)
+            else:
+                self._uninstall = installation.add(observe_sleeps, self._sleeps, self._t0)
+        except BaseException:
+            if own is not None:
+                own.close()
+            raise
+        self._installation = own
+        self._state = State.OPEN
+        return self
+
+    def _owner(self) -> str:
+        """How the error of a second installation names this session."""
+        during = os.environ.get("PYTEST_CURRENT_TEST")
+        return f"the cassette {self.path}" + (f" (started in {during})" if during else "")
+
+    def _uninstall_all(self) -> None:
+        """Take off what :meth:`start` installed: the clock (its undo is safe to call twice,
+        so an installation of the plugin's that took it off already is no matter), then the
+        installation this session opened, if it opened one."""
+        uninstall, self._uninstall = self._uninstall, None
+        own, self._installation = self._installation, None
+        try:
+            if uninstall is not None:
+                uninstall()
+        finally:
+            if own is not None:
+                own.close()
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds on the session's clock since it started (virtual seconds when virtual)."""
+        if isinstance(self.clock, VirtualClock):
+            # Exact: a sum of the waits, not a difference of two large readings.
+            return self.clock.elapsed - self._elapsed0
+        return self.clock.now() - self._t0
+
+    @property
+    def sleeps(self) -> list[Sleep]:
+        """The waits the code under test made while the session was started, in order."""
+        return (
+            list(self.clock.sleeps) if isinstance(self.clock, VirtualClock) else list(self._sleeps)
+        )
+
+    def discard_recording(self) -> None:
+        """Write nothing at :meth:`close`: what was recorded is dropped (the plugin does this
+        when a test fails while recording, unless ``record_on_error=True``)."""
+        self._discard = True
+
+    def close(self) -> None:
+        """Take off the clock, save streams still open, write the cassette if anything was
+        recorded, report unused. The clock comes off first, and each later step runs whatever
+        an earlier one raised; closing twice does nothing."""
+        if self._state is State.CLOSED:
+            return
+        self._state = State.CLOSED
+        # Each step runs whatever an earlier one raised, the clock coming off first; they are
+        # registered in the reverse of the order they run in.
+        with contextlib.ExitStack() as steps:
+            steps.callback(self._report_unused)
+            steps.callback(self._report_recorder_problems)
+            steps.callback(self._write)
+            for live in self._owned_live:
+                steps.callback(live.close)
+            for recorder in self._recorders:
+                steps.callback(recorder.finish_pending)
+            steps.callback(self._uninstall_all)
+
+    async def aclose(self) -> None:
+        """:meth:`close`, also closing async clients this session opened. The clock comes off
+        before any of them is closed, and each of them, then :meth:`close`, runs whatever an
+        earlier one raised (a ``CancelledError``, say)."""
+        async with contextlib.AsyncExitStack() as steps:
+            steps.callback(self.close)
+            for live in self._owned_async_live:
+                steps.push_async_callback(live.aclose)
+            steps.callback(self._uninstall_all)
+
+    def _write(self) -> None:
+        recorded = self.recorded
+        if not recorded or self._discard or self._writer is None:
+            return
+        set_aside = self._writer.write(recorded, self._meta, self._scanner())
+        self.written = True
+        if set_aside is not None:
+            warnings.warn(set_aside, stacklevel=4)
+
+    def _report_recorder_problems(self) -> None:
+        for problem in self.recorder_problems:
+            warnings.warn(
+                RecorderWarning(self._scanner().mask(f"cassette {self.path}: recording {problem}")),
+                stacklevel=3,
+            )
+
+    def _report_unused(self) -> None:
+        unused = self.unused()
+        if not unused or self._on_unused == "ignore" or self.record_mode == "all":
+            return
+        listing = "; ".join(f"#{i} {r.method} {r.url}" for i, r in unused[:10])
+        more = f" and {len(unused) - 10} more" if len(unused) > 10 else ""
+        message = (
+            f"cassette {self.path}: {len(unused)} recorded interaction(s) were never played: "
+            f"{listing}{more}. The code under test sent fewer requests than were recorded."
+        )
+        if self._on_unused == "error":
+            raise CassetteMissError(message, path=str(self.path))
+        warnings.warn(UnusedInteractionsWarning(message), stacklevel=3)
+
+    def __enter__(self) -> CassetteSession:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> CassetteSession:
+        return self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+def _epoch_of(meta: Mapping[str, Any], interactions: list[Interaction]) -> float | None:
+    """The wall time at which virtual replay starts: the first recorded ``Date`` header, else
+    the recording's start, so HTTP-date ``Retry-After`` values read as they did live."""
+    for interaction in interactions[:1]:
+        response = interaction.response
+        date = response.headers.get("date") if response is not None else None
+        if date:
+            try:
+                return email.utils.parsedate_to_datetime(date).timestamp()
+            except (TypeError, ValueError, OverflowError):
+                break
+    epoch = meta.get("clock_epoch")
+    if isinstance(epoch, int | float) and not isinstance(epoch, bool):
+        return float(epoch)
+    return None
+
+
+def use_cassette(
+    path: str | os.PathLike[str],
+    *,
+    record: RecordMode = "none",
+    timing: TimingMode = "virtual",
+    **options: Any,
+) -> CassetteSession:
+    """Open a cassette outside pytest: use it in a ``with`` (or ``async with``) block, which
+    starts it and, at the end, writes what was recorded and reports what was never played.
+
+    >>> with use_cassette("tests/cassettes/chat.msgpack", record="once") as cassette:
+    ...     client = openai.OpenAI(http_client=httpx2.Client(transport=cassette.http_transport()))
+
+    With ``timing="virtual"`` (the default) and a replay-only cassette, the virtual clock is
+    installed for the block: sleeps return at once and replayed streams keep their timing.
+    ``timing="real"`` (with ``speed=``) waits for real, ``timing="instant"`` not at all. The
+    other options are those of the ``cassette`` marker (see docs/pytest.md). ``async with``
+    also closes the async clients the cassette opened to record.
+    """
+    return CassetteSession(path, record=record, timing=timing, **options)

@@ -1,0 +1,275 @@
+"""Writing a recording so that it is never lost.
+
+:func:`write_atomic` makes a write all-or-nothing; this module decides where the bytes go when
+the target cannot take them. A folder that cannot be written (a full disk, a read-only
+mount, a path through a file) is found before recording where it can be
+(:func:`check_target`), and otherwise the recording is saved in the temp folder and
+:class:`CassetteWriteError` names both files (:func:`write_or_rescue`). An unreadable cassette
+that record mode ``all`` replaces is kept beside it (:func:`set_aside`). :func:`fingerprint`
+tells a session whether another writer replaced the file while it was recording.
+
+:class:`RecordingWriter` is a recording session's write: under a lock held across processes,
+it merges the new interactions with what another writer put in the file meanwhile, sends the
+result through the store's gate (:mod:`._store_safe`: redaction, then the secret scan) and
+writes it atomically, or rescues it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import errno
+import hashlib
+import os
+import secrets
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from pytest_toolnexus._safety.gate import safe_bytes
+from pytest_toolnexus._safety.secrets import SecretScanner
+from pytest_toolnexus._seam.errors import CassetteError, CassetteSetAsideWarning, CassetteWriteError
+from pytest_toolnexus._version import __version__
+
+from . import cassette as _cassette
+from .provenance import client_versions
+
+__all__ = [
+    "RESCUE_FOLDER",
+    "RecordingWriter",
+    "check_target",
+    "file_lock",
+    "fingerprint",
+    "rescue",
+    "set_aside",
+    "write_or_rescue",
+]
+
+RESCUE_FOLDER: Final = "pytest-toolnexus-rescued"
+
+_REASONS: Final = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "the folder is not writable",
+    errno.EPERM: "the folder is not writable",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+    errno.EISDIR: "the cassette path is a folder",
+    errno.ENAMETOOLONG: "the file name is too long",
+}
+
+
+def _stamp() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def fingerprint(path: Path) -> tuple[int, int, int] | None:
+    """What identifies the file now (inode, size, modification time), or None when absent.
+    Every write replaces the file, so another writer's write changes it."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
+def check_target(path: Path) -> None:
+    """Refuse, before anything is recorded, a cassette path no write can succeed at: the path
+    is a folder, or a part of it is a file."""
+    if path.is_dir():
+        raise CassetteWriteError(
+            f"cannot record cassette {path}: that path is a folder. Name a file instead "
+            "(or remove the folder).",
+            path=str(path),
+        )
+    for parent in path.parents:
+        if parent.is_dir():
+            return
+        if parent.exists() or parent.is_symlink():
+            raise CassetteWriteError(
+                f"cannot record cassette {path}: {parent} is a file, not a folder, so the "
+                "cassette cannot be written there. Move that file, or set another cassette "
+                "folder (pytest: --cassette-dir).",
+                path=str(path),
+            )
+
+
+def set_aside(path: Path) -> Path:
+    """Move the file at ``path`` to a new name beside it, and return that name."""
+    while True:
+        backup = path.with_name(f"{path.name}.unreadable-{_stamp()}-{secrets.token_hex(3)}")
+        if not backup.exists():
+            break
+    os.replace(path, backup)
+    return backup
+
+
+def rescue(path: Path, data: bytes) -> Path | None:
+    """Save ``data`` in the temp folder under a new name made from ``path``; None on failure."""
+    folder = Path(tempfile.gettempdir()) / RESCUE_FOLDER
+    target = folder / f"{path.stem}-{_stamp()}-{secrets.token_hex(4)}{path.suffix}"
+    try:
+        _cassette.write_atomic(target, data)
+    except OSError:
+        return None
+    return target
+
+
+def write_or_rescue(path: Path, data: bytes, *, set_aside_first: bool = False) -> Path | None:
+    """Write ``data`` to ``path`` atomically, first moving the file there aside when asked (and
+    returning the name it was moved to). When that fails, save ``data`` in the temp folder and
+    raise :class:`CassetteWriteError` naming the cassette, the reason and the rescued file."""
+    kept: Path | None = None
+    try:
+        if set_aside_first:
+            kept = set_aside(path)
+        # Looked up on the module: it is the store's one write seam.
+        _cassette.write_atomic(path, data)
+    except OSError as exc:
+        rescued = rescue(path, data)
+        reason = _REASONS.get(exc.errno or 0, exc.strerror or type(exc).__name__)
+        moved = (
+            f" The unreadable file that was there is kept as {kept}." if kept is not None else ""
+        )
+        if rescued is not None:
+            saved = (
+                f"The recording was saved to {rescued} instead: fix the cause, then move "
+                f"that file to {path} (or record again)."
+            )
+        else:
+            saved = "Saving it to the temp folder failed too, so the recording is lost."
+        raise CassetteWriteError(
+            f"cannot write cassette {path}: {reason} ({exc.__class__.__name__}: "
+            f"[Errno {exc.errno}] {exc.strerror}). {saved}{moved}",
+            path=str(path),
+            rescued=None if rescued is None else str(rescued),
+        ) from exc
+    return kept
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path``, held across processes (xdist workers).
+
+    The lock file lives in the temp folder, named after the cassette's absolute path, so the
+    cassette folder that users commit stays clean.
+    """
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24]
+    lock_path = Path(tempfile.gettempdir()) / f"pytest-toolnexus-{digest}.lock"
+    with open(lock_path, "a+b") as handle:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            yield
+            return
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+class RecordingWriter:
+    """Writes what one recording session recorded into its cassette file.
+
+    Made when recording may begin: it refuses a path no write can succeed at
+    (:func:`check_target`) and notes what the file is then (:func:`fingerprint`).
+    ``merge_always`` merges with the file on disk at every write (record mode ``new``);
+    otherwise the file is merged with only when it may hold another writer's recording: one of
+    the same run (``run_id``), or any writer that replaced it since. ``replace_unreadable``
+    (record mode ``all``) records over a file that cannot be read, keeping it aside;
+    otherwise such a file is left as it is and the recording rescued. ``fix`` ends the message
+    of a write the secret scan refuses.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        run_id: str | None,
+        merge_always: bool,
+        replace_unreadable: bool,
+        before_write: Callable[[_cassette.Cassette], None] | None,
+        fix: str,
+    ) -> None:
+        self.path = path
+        self._run_id = run_id
+        self._merge_always = merge_always
+        self._replace_unreadable = replace_unreadable
+        self._before_write = before_write
+        self._fix = fix
+        # What the file was when recording began: a different file at the write means another
+        # writer (another process, or a test of this run) wrote it meanwhile.
+        self._found_at_start = fingerprint(path)
+        check_target(path)
+
+    def write(
+        self,
+        recorded: Sequence[_cassette.Interaction],
+        meta: Mapping[str, Any],
+        scanner: SecretScanner,
+    ) -> CassetteSetAsideWarning | None:
+        """Merge, redact, scan and write ``recorded`` with ``meta`` (stamped with the time,
+        this library's version and the client versions). Returns the warning to give when an
+        unreadable file was set aside to make room (the caller gives it, from its own frame)."""
+        path = self.path
+        with file_lock(path):
+            on_disk, unreadable = self._on_disk()
+            # Merge with what is on disk now instead of overwriting it when it may hold what
+            # another writer recorded since this session began: a test of this run (perhaps
+            # on another xdist worker), or any other process that wrote the file meanwhile.
+            same_run = (
+                on_disk is not None
+                and self._run_id is not None
+                and on_disk.meta.get("run_id") == self._run_id
+            )
+            changed = fingerprint(path) != self._found_at_start
+            if on_disk is not None and (same_run or changed or self._merge_always):
+                base = list(on_disk.interactions)
+            else:
+                base = []
+            stamped = {
+                **meta,
+                "recorded_at": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
+                "recorded_with": f"pytest-toolnexus {__version__}",
+                "versions": client_versions(),
+            }
+            if self._run_id is not None:
+                stamped["run_id"] = self._run_id
+            cassette = _cassette.Cassette(path, base + list(recorded), stamped)
+            if self._before_write is not None:
+                self._before_write(cassette)
+            data = safe_bytes(cassette, scanner=scanner, fix=self._fix)
+            if unreadable is not None and not self._replace_unreadable:
+                # The file became unreadable while this session recorded (it was readable,
+                # or absent, when it began): leave it for a person to look at.
+                rescued = rescue(path, data)
+                saved = (
+                    f"the recording was saved to {rescued}"
+                    if rescued is not None
+                    else "saving the recording to the temp folder failed too, so it is lost"
+                )
+                raise CassetteWriteError(
+                    f"cannot write cassette {path}: another writer left it unreadable "
+                    f"while this session recorded ({unreadable}). It was left as it is, and "
+                    f"{saved}. Restore the file, or record with record mode 'all'.",
+                    path=str(path),
+                    rescued=None if rescued is None else str(rescued),
+                )
+            kept = write_or_rescue(path, data, set_aside_first=unreadable is not None)
+        if kept is None:
+            return None
+        return CassetteSetAsideWarning(
+            f"cassette {path} could not be read ({unreadable}); record mode 'all' recorded it "
+            f"again, and the old file is kept as {kept}"
+        )
+
+    def _on_disk(self) -> tuple[_cassette.Cassette | None, str | None]:
+        """The cassette on disk now, or None; and, for a file that cannot be read, why."""
+        if not self.path.exists():
+            return None, None
+        try:
+            return _cassette.load_cassette(self.path), None
+        except CassetteError as exc:
+            return None, str(exc).removeprefix(f"cassette {self.path} ")
