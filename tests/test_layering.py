@@ -82,8 +82,8 @@ LAYERS: list[tuple[str, ...]] = [
     # 10: the session, which composes them for one cassette: its request path and its life
     ("_session.*",),
     # 11: what builds on a session or on faults: the timing assertions, the builder of
-    # unrecorded answers and the in-process model on it
-    ("_timing.expect", "_answers.build", "_answers.model"),
+    # unrecorded answers (one module per provider) and the in-process model on it
+    ("_timing.expect", "_answers.build*", "_answers.model"),
     # 12: installing the bridges into the HTTP libraries, and the pytest plugin's own modules
     ("_patching.*", "_plugin.*"),
     # 13: the command line (with import-vcr and migrate)
@@ -101,7 +101,7 @@ SAME_LAYER: dict[str, tuple[str, ...]] = {
     "_timing.virtual": ("_timing.clock",),
     "_timing.timepatch": ("_timing.clock", "_timing.virtual"),
     "_session.record": ("_session.record_body",),
-    "_answers.model": ("_answers.build",),
+    "_answers.model": ("_answers.build*",),
     "_patching.*": ("_plugin.*",),
     "_plugin.*": ("_patching.*",),
     "__main__": ("_cli.*",),
