@@ -2,9 +2,9 @@
 
 One pytester project holds a test per client: httpx reading a GET event stream by lines, a
 POST answered with an event stream though it asked for none, httpx-sse's ``connect_sse``, an
-NDJSON stream by GET, a Gemini JSON array streamed without ``alt=sse``, and the ``mcp`` SDK's
-client calling a tool that sends progress notifications over streamable HTTP. None of the
-requests says it wants a stream.
+NDJSON stream by GET, a Gemini JSON array streamed without ``alt=sse``, and the clients of the
+``mcp`` SDK and of fastmcp calling a tool that sends progress notifications over streamable
+HTTP. None of the plain requests says it wants a stream.
 
 The project runs twice: once recording (``--cassette-record=once``) against loopback servers
 this test runs, then, with the servers stopped, replaying. Each of its tests writes what it
@@ -169,6 +169,26 @@ def test_mcp_streamable_http_progress(cassette):
         if isinstance(r.body, dict) and r.body.get("method") == "tools/call"
     ]
     report("mcp_http", cassette, sent, timed, result=text)
+
+
+@pytest.mark.cassette
+def test_fastmcp_client_progress(cassette):
+    from fastmcp import Client
+
+    async def call():
+        async with Client(os.environ["FASTMCP_URL"]) as client:
+            timed = Timed()
+            result = await client.call_tool(
+                "count", {"n": 5}, progress_handler=progress_reporter(timed)
+            )
+            return timed, result.content[0].text
+
+    timed, text = asyncio.run(call())
+    (sent,) = [
+        r for r in cassette.requests
+        if isinstance(r.body, dict) and r.body.get("method") == "tools/call"
+    ]
+    report("fastmcp", cassette, sent, timed, result=text)
 """
 
 NAMES = {
@@ -178,6 +198,7 @@ NAMES = {
     "ndjson": "test_ndjson_by_get",
     "gemini": "test_gemini_json_array_stream",
     "mcp_http": "test_mcp_streamable_http_progress",
+    "fastmcp": "test_fastmcp_client_progress",
 }
 ROUNDING = 1e-6  # stamps are kept to the microsecond
 
@@ -235,6 +256,7 @@ class Runs:
     streams: LoopbackServer
     router: Router
     mcp_http: McpServer
+    fastmcp: McpServer
     cassettes: Path
 
     def interaction(self, case: str, method: str | None = None) -> Interaction:
@@ -264,9 +286,11 @@ def record_then_replay(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatc
     with (
         LoopbackServer(router) as streams,
         McpServer(gap=GAP) as mcp_http,
+        McpServer(gap=GAP) as fastmcp,
     ):
         monkeypatch.setenv("STREAMS_URL", streams.origin)
         monkeypatch.setenv("MCP_HTTP_URL", mcp_http.url)
+        monkeypatch.setenv("FASTMCP_URL", fastmcp.url)
         monkeypatch.setenv("SEEN", str(pytester.path / "recorded.jsonl"))
         _run(pytester, "--cassette-record=once", written=len(NAMES))
     monkeypatch.setenv("SEEN", str(pytester.path / "replayed.jsonl"))
@@ -277,6 +301,7 @@ def record_then_replay(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatc
         streams=streams,
         router=router,
         mcp_http=mcp_http,
+        fastmcp=fastmcp,
         cassettes=pytester.path / "cassettes" / "test_streams",
     )
 
@@ -398,6 +423,7 @@ def test_every_stream_the_response_names_is_recorded_with_its_timing_and_replaye
     assert runs.replayed["gemini"]["body"] == runs.recorded["gemini"]["body"]
 
     _mcp_case(runs, "mcp_http", runs.mcp_http)
+    _mcp_case(runs, "fastmcp", runs.fastmcp)
 
 
 def _mcp_case(runs: Runs, case: str, server: McpServer) -> None:
