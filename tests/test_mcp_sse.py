@@ -19,8 +19,8 @@ from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
 
 from pytest_toolnexus import load_cassette, use_cassette
-from pytest_toolnexus._cassette import SseBody
-from pytest_toolnexus._patch import patch_http_clients
+from pytest_toolnexus._patching.httpx import patch_http_clients
+from pytest_toolnexus._store.cassette import SseBody
 from tests.support.mcp_server import McpServer
 from tests.support.realtime import wall
 
