@@ -9,64 +9,20 @@ on the virtual clock.
 
 import asyncio
 import socket
-import threading
 import time
 
 import pytest
-import uvicorn
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from mcp.server.mcpserver import Context, MCPServer
 
 from pytest_toolnexus import load_cassette, use_cassette
 from pytest_toolnexus._patching.httpx import patch_http_clients
 from pytest_toolnexus._store.cassette import SseBody
+from tests.support.mcp_server import McpServer
 from tests.support.realtime import wall
 
 STEPS = 3
 GAP = 0.05
-
-
-class McpServer:
-    """An MCP server with one tool, ``count``, that reports progress after each step, served
-    over streamable HTTP by uvicorn on a free loopback port in a thread."""
-
-    def __init__(self) -> None:
-        self.started_at: list[float] = []
-        self.progress_at: list[float] = []
-        mcp = MCPServer("counter")
-
-        @mcp.tool()
-        async def count(n: int, ctx: Context) -> str:
-            self.started_at.append(wall())
-            for step in range(n):
-                await asyncio.sleep(GAP)
-                self.progress_at.append(wall())
-                await ctx.report_progress(step + 1, n)
-            return f"counted {n}"
-
-        self._sock = socket.socket()
-        self._sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}/mcp"
-        self._server = uvicorn.Server(
-            uvicorn.Config(mcp.streamable_http_app(stateless_http=True), log_level="warning")
-        )
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
-        )
-
-    def __enter__(self) -> "McpServer":
-        self._thread.start()
-        deadline = wall() + 30
-        while not self._server.started:
-            assert wall() < deadline, "the MCP server did not start"
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._server.should_exit = True
-        self._thread.join(10)
-        self._sock.close()
 
 
 async def call_count(url, clock):
@@ -91,7 +47,7 @@ async def call_count(url, clock):
 def recorded(tmp_path):
     """Record one tool call against a live server, then stop the server."""
     cassette = tmp_path / "mcp.msgpack"
-    with McpServer() as server, use_cassette(cassette, record="all") as session:
+    with McpServer(gap=GAP) as server, use_cassette(cassette, record="all") as session:
         undo = patch_http_clients(session)
         try:
             live = asyncio.run(call_count(server.url, wall))

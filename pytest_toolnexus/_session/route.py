@@ -102,7 +102,27 @@ class RequestPath:
 
     def http_transport(self) -> HTTPBridge:
         """An httpx/httpx2 transport for ``httpx2.Client(transport=...)`` and friends."""
-        return HTTPBridge(self.transport, async_transport=self.async_transport)
+        sync, asynchronous = self._bridged
+        return HTTPBridge(sync, async_transport=asynchronous)
+
+    @functools.cached_property
+    def _bridged(self) -> tuple[Transport, AsyncTransport]:
+        """The seam transports behind :meth:`http_transport`, made once. A client behind the
+        bridge reads the bytes itself, so unless a live transport was given, this session's own
+        hands on the server's bytes and streams every answer the response names a stream (an
+        event stream, NDJSON, a body of unannounced length: ``stream_kind``), as the plugin's
+        patched clients do, whether or not the request asked for one."""
+        given = self._live if self._live not in self._owned_live else None
+        given_async = self._async_live if self._async_live not in self._owned_async_live else None
+        bridged = None
+        if given is None or given_async is None:
+            bridged = LiveTransport(exact=True)
+            self._owned_live.append(bridged)
+            self._owned_async_live.append(bridged)
+        return (
+            self.transport_for(given or bridged),
+            self.async_transport_for(given_async or bridged),
+        )
 
     def transport_for(self, live: Transport | None) -> Transport:
         """A sync seam transport that records through ``live`` (default: its own client)."""
