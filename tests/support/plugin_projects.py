@@ -36,3 +36,18 @@ def emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
     with Emulator() as emu:
         monkeypatch.setenv("EMULATOR_URL", emu.base_url)
         yield emu
+
+
+def stored_times(path) -> list[float]:
+    """The recorded time of each piece of the one interaction in the cassette at ``path``, in
+    seconds from when its request was sent: what a replay must deliver each piece at.
+
+    Compare a replay with these, not with the deliveries the recording session saw: those
+    count from the session's reading when the request went out, which a loaded machine puts
+    milliseconds before the recorder's own start, the origin of the stored times.
+    """
+    from pytest_toolnexus import load_cassette
+
+    (interaction,) = load_cassette(path).interactions
+    assert interaction.response is not None
+    return [t / 1000 for t, _ in interaction.response.body.pieces()]
