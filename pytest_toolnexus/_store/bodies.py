@@ -4,6 +4,13 @@ A body is kept parsed (a JSON value, text, bytes, or one stored map per stream e
 chunk or frame) and turned into wire bytes only when it is replayed. The records and the file
 that hold these bodies are in :mod:`cassette`; the format is specified in
 docs/cassette-format.md, and the two must change together.
+
+Why one module of over 400 lines: :func:`body_from_doc` reads back every kind that the types
+here write with ``to_doc``, and the stream types check their stored maps in ``pieces`` with the
+same few helpers (:func:`checked_time`, :func:`checked_str`, one compact JSON encoder); split by
+kind, the writer and the reader of one stored shape would sit in two modules and drift. The
+event-stream frame maps (:func:`frame_doc`, :func:`frame_of`) are the part to move out first if
+this module grows.
 """
 
 from __future__ import annotations
@@ -66,6 +73,7 @@ def brief(value: object) -> str:
 
 
 def rounded_ms(value: float) -> float:
+    """A time in ms as it is stored: rounded to the microsecond."""
     return round(float(value), 3)
 
 
@@ -419,6 +427,10 @@ StreamBody: TypeAlias = SseBody | NdjsonBody | ChunksBody | EventStreamBody
 
 
 def checked_time(raw: Mapping[str, Any], floor: float) -> float:
+    """The stored time ``raw["t"]`` in ms, raised to ``floor`` (the previous piece's) if earlier.
+
+    Raises :class:`MalformedCassette` when it is not a number from 0 to :data:`MAX_TIME_MS`.
+    """
     t = raw.get("t")
     if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t <= MAX_TIME_MS:
         raise MalformedCassette(
@@ -429,6 +441,7 @@ def checked_time(raw: Mapping[str, Any], floor: float) -> float:
 
 
 def checked_str(value: object, what: str) -> str:
+    """``value``, which must be a string; ``what`` names it in the :class:`MalformedCassette`."""
     if not isinstance(value, str):
         raise MalformedCassette(f"{what} must be a string, found {type(value).__name__}")
     return value
