@@ -10,8 +10,25 @@ import ollama  # noqa: F401
 import openai  # noqa: F401
 import pytest
 
+from pytest_toolnexus._patching import install as install_state
+from pytest_toolnexus._patching.install import installed
+
 # pytester, and the emulator fixture the plugin's pytester tests share.
 pytest_plugins = ["pytester", "tests.support.plugin_projects"]
+
+
+@pytest.fixture(autouse=True)
+def _no_installation_outlives_its_test():
+    """After every test (and all its fixtures) nothing the plugin patches process-wide may be
+    left installed: the test that leaks fails here, named, and the installation is closed, so
+    the tests after it in this worker run clean instead of failing far from the cause."""
+    yield
+    owner = installed()
+    if owner is not None:
+        holder = install_state._holder[0]
+        if holder is not None:
+            holder.close()
+        pytest.fail(f"an installation was still open after the test: {owner}", pytrace=False)
 
 
 @pytest.fixture(autouse=True)

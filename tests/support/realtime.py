@@ -275,6 +275,8 @@ def assert_did_not_sleep(took: float, recorded: float, *, what: str) -> None:
 
     ``recorded`` must be a few seconds, so that a replay made slow by a loaded machine (a few
     hundred ms at worst) is never taken for one that slept, while a broken run still ends soon.
+    Pass the recorded time of the last piece from the request's send, all a sleeping replay
+    waits: unlike the span between two stamps, a loaded machine can only lengthen it.
     """
     assert recorded >= _MIN_RECORDED, (
         f"{what} is recorded over {recorded:.2f} s: too short to tell sleeping from a slow "
