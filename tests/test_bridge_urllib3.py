@@ -238,9 +238,13 @@ def test_requests_and_urllib3_record_then_replay_offline_on_the_recorded_times(
 
         # Replaying: each piece was delivered at its recorded offset ...
         cassette = pytester.path / f"cassettes/test_clients/test_{TEST_OF[name]}.msgpack"
-        assert again["deliveries"] == pytest.approx(stored_times(cassette), abs=1e-3), name
-        # ... and the client saw each delta then, on the (virtual) time.monotonic ...
-        start = stamps[0] - again["virtual"][0]
-        assert [start + t for t in again["virtual"]] == pytest.approx(stamps, abs=1e-3), name
+        stored = stored_times(cassette)
+        assert again["deliveries"] == pytest.approx(stored, abs=1e-3), name
+        # ... and the client saw each delta then, on the (virtual) time.monotonic: the stored
+        # times, which the recording session's own deliveries may miss by the ms a loaded
+        # machine puts between stamping a piece and handing it on ...
+        deltas = stored[1 : EVENTS + 1]
+        start = deltas[0] - again["virtual"][0]
+        assert [start + t for t in again["virtual"]] == pytest.approx(deltas, abs=1e-3), name
         # ... without sleeping the seconds of gaps.
-        assert_did_not_sleep(again["real"][-1], stamps[-1], what=f"replaying {name}")
+        assert_did_not_sleep(again["real"][-1], deltas[-1], what=f"replaying {name}")
