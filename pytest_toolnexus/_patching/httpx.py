@@ -177,45 +177,18 @@ def patch_http_clients(
             original_apick = async_client_cls.__dict__["_transport_for_url"]
             as_is = _left_alone(lib)
 
-            def transport_for_url(
-                self: Any,
-                url: Any,
-                _pick: Callable[..., Any] = original_pick,
-                _lib: ModuleType = lib,
-                _as_is: tuple[type, ...] = as_is,
-                _served: Callable[..., Any] = handle_request,
-            ) -> Any:
-                transport = _pick(self, url)
-                method = getattr(type(transport), "handle_request", None)
-                if (
-                    method is _served
-                    or method is None
-                    or isinstance(transport, _as_is)
-                    or is_sending()
-                    or (allowed and host_allowed(_host_of(url), allowed))
-                ):
-                    return transport
-                return sync_bridge(transport, _lib, method)
-
-            def async_transport_for_url(
-                self: Any,
-                url: Any,
-                _pick: Callable[..., Any] = original_apick,
-                _lib: ModuleType = lib,
-                _as_is: tuple[type, ...] = as_is,
-                _served: Callable[..., Any] = handle_async_request,
-            ) -> Any:
-                transport = _pick(self, url)
-                method = getattr(type(transport), "handle_async_request", None)
-                if (
-                    method is _served
-                    or method is None
-                    or isinstance(transport, _as_is)
-                    or is_sending()
-                    or (allowed and host_allowed(_host_of(url), allowed))
-                ):
-                    return transport
-                return async_bridge(transport, _lib, method)
+            transport_for_url = _picker(
+                original_pick, "handle_request", handle_request, sync_bridge, lib, as_is, allowed
+            )
+            async_transport_for_url = _picker(
+                original_apick,
+                "handle_async_request",
+                handle_async_request,
+                async_bridge,
+                lib,
+                as_is,
+                allowed,
+            )
 
             saved.append((client_cls, "_transport_for_url", original_pick))
             saved.append((async_client_cls, "_transport_for_url", original_apick))
@@ -236,6 +209,35 @@ two undone out of order can never leave one's wrapper on the classes."""
 
 def _host(request: Any) -> str:
     return _host_of(request.url)
+
+
+def _picker(
+    pick: Callable[..., Any],
+    name: str,
+    served: Callable[..., Any],
+    bridge: Callable[..., Any],
+    lib: ModuleType,
+    as_is: tuple[type, ...],
+    allowed: tuple[str, ...],
+) -> Callable[..., Any]:
+    """A client's ``_transport_for_url`` (sync or async, by ``name``): the transport ``pick``
+    chose, behind a bridge, unless it is served already, has no ``name`` method, is left alone
+    (``as_is``), is our own live client sending, or goes to an allowed host."""
+
+    def transport_for_url(self: Any, url: Any) -> Any:
+        transport = pick(self, url)
+        method = getattr(type(transport), name, None)
+        if (
+            method is served
+            or method is None
+            or isinstance(transport, as_is)
+            or is_sending()
+            or (allowed and host_allowed(_host_of(url), allowed))
+        ):
+            return transport
+        return bridge(transport, lib, method)
+
+    return transport_for_url
 
 
 def _host_of(url: Any) -> str:
