@@ -14,7 +14,15 @@ from typing import Any, Final
 from pytest_toolnexus._safety.mask import masked_repr
 from pytest_toolnexus._session.faults import Fault
 from pytest_toolnexus._session.match import MATCH_PRESETS, match_parts
-from pytest_toolnexus._session.session import RECORD_MODES, TIMING_MODES, RecordMode, TimingMode
+from pytest_toolnexus._session.modes import RecordMode, TimingMode
+
+from .choices import (
+    EXPIRY_POLICIES,
+    RECORD_MODES,
+    TIMING_MODES,
+    UNSERVED_POLICIES,
+    UNUSED_POLICIES,
+)
 
 __all__ = [
     "EXPIRY_POLICIES",
@@ -28,9 +36,6 @@ __all__ = [
     "name_problem",
 ]
 
-UNUSED_POLICIES: Final = ("warn", "fail", "ignore")
-UNSERVED_POLICIES: Final = ("fail", "warn")
-EXPIRY_POLICIES: Final = ("warn", "fail", "rerecord")
 _AGE_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _AGE: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _MAX_NAME: Final = 100

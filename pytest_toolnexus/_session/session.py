@@ -18,7 +18,7 @@ import types
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Final, Literal, cast, get_args
+from typing import Any, Final, Literal, cast
 
 from pytest_toolnexus._bridges.live import LiveTransport
 from pytest_toolnexus._patching.install import Installation, SessionClosedError, State
@@ -48,6 +48,7 @@ from pytest_toolnexus._timing.virtual import Sleep, VirtualClock
 from .faults import Fault, FaultSet
 from .match import Index, Matcher, MatchRules
 from .miss import missing_message
+from .modes import RECORD_MODES, TIMING_MODES, RecordMode, TimingMode
 from .record import RecordingTransport
 from .replay_check import DAMAGE
 from .route import RequestPath
@@ -63,11 +64,6 @@ __all__ = [
     "UnusedInteractionsWarning",
     "use_cassette",
 ]
-
-RecordMode = Literal["none", "once", "new", "all"]
-RECORD_MODES: Final = get_args(RecordMode)
-TimingMode = Literal["virtual", "real", "instant"]
-TIMING_MODES: Final = get_args(TimingMode)
 
 
 _SECRET_FIX: Final = (

@@ -1,0 +1,88 @@
+"""What the plugin module and the cassette fixture share: the run's cassette statistics, the
+stash keys, the warning for traffic around a cassette, and how a report shows a path.
+
+Nothing here imports the cassette machinery; the plugin module loads it only when a test uses
+a cassette (``serve.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+__all__ = [
+    "CALL_FAILED",
+    "FAILED",
+    "RUN_ID",
+    "STATS",
+    "Stats",
+    "UnservedTrafficWarning",
+    "base_dir",
+    "shown",
+]
+
+
+@dataclass
+class Stats:
+    """What the run did with cassettes; merged from xdist workers on the controller."""
+
+    replayed: set[str] = field(default_factory=set)
+    recorded: set[str] = field(default_factory=set)
+    written: set[str] = field(default_factory=set)
+    used: set[str] = field(default_factory=set)
+    discarded: set[str] = field(default_factory=set)
+    unused: list[tuple[str, str, list[str]]] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "replayed": sorted(self.replayed),
+                "recorded": sorted(self.recorded),
+                "written": sorted(self.written),
+                "used": sorted(self.used),
+                "discarded": sorted(self.discarded),
+                "unused": self.unused,
+            }
+        )
+
+    def merge_json(self, text: str) -> None:
+        data = json.loads(text)
+        self.replayed.update(data["replayed"])
+        self.recorded.update(data["recorded"])
+        self.written.update(data["written"])
+        self.used.update(data["used"])
+        self.discarded.update(data["discarded"])
+        self.unused.extend((a, b, list(c)) for a, b, c in data["unused"])
+
+
+STATS: Final = pytest.StashKey[Stats]()
+RUN_ID: Final = pytest.StashKey[str]()
+CALL_FAILED: Final = pytest.StashKey[bool]()
+FAILED: Final = pytest.StashKey[bool]()
+
+
+class UnservedTrafficWarning(UserWarning):
+    """A recording test's traffic went around the cassette (with ``unserved="warn"``)."""
+
+
+UnservedTrafficWarning.__module__ = "pytest_toolnexus.plugin"
+
+
+def base_dir(config: pytest.Config) -> Path:
+    """The cassette folder: ``--cassette-dir``, else the ``cassette_dir`` ini value, under the
+    rootdir when relative."""
+    given = config.getoption("cassette_dir") or config.getini("cassette_dir")
+    path = Path(given)
+    return path if path.is_absolute() else config.rootpath / path
+
+
+def shown(config: pytest.Config, path: Path) -> str:
+    """``path`` as reports show it: relative to the rootdir where it lies under it."""
+    try:
+        return str(path.relative_to(config.rootpath))
+    except ValueError:
+        return str(path)
