@@ -168,6 +168,25 @@ def _failed_tests(junit: Path) -> list[str]:
     ]
 
 
+def _suite_with_crash_reports(rest: list[str]) -> None:
+    """The whole suite under two xdist workers. A worker that dies (a segfault, an abort)
+    leaves its Python traceback in a file here (tests/conftest.py turns faulthandler on into
+    it); those are printed at the end, where a CI log's tail shows them."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="toolnexus-faults-") as folder:
+        env = {**os.environ, "TOOLNEXUS_FAULT_LOG_DIR": folder}
+        argv = [str(PY), "-m", "pytest", "-n", "2", "tests", "examples", *rest]
+        print("+", " ".join(argv), flush=True)
+        code = subprocess.call(argv, cwd=ROOT, env=env)
+        for log in sorted(Path(folder).glob("*.log")):
+            text = log.read_text(errors="replace").strip()
+            if text:
+                print(f"\n--- faulthandler output of the test process {log.stem} ---\n{text}")
+    if code:
+        sys.exit(code)
+
+
 def main(argv: list[str]) -> None:
     job = argv[0] if argv else ""
     rest = argv[1:]
@@ -191,7 +210,7 @@ def main(argv: list[str]) -> None:
         _run(PY, "-m", "mypy")
         vcr_python = ensure_env("", VCR_VENV, "pytest-vcr>=1.0")
         _run(vcr_python, "-m", "pytest", "-c", "tests/coexistence/pytest.ini", "tests/coexistence")
-        _run(PY, "-m", "pytest", "-n", "2", "tests", "examples", *rest)
+        _suite_with_crash_reports(rest)
     elif job == "stress":
         runs = int(rest.pop(0)) if rest and rest[0].isdigit() else 5
         stress(runs, rest)

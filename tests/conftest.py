@@ -1,6 +1,10 @@
 # Imported once, before any in-process pytester run. pytester puts sys.modules back after each
 # run, so a library first imported inside one would be imported afresh afterwards, and httpx2
 # (imported earlier) would no longer recognise the new httpcore2's exceptions.
+import faulthandler
+import os
+from pathlib import Path
+
 import anthropic  # noqa: F401
 import httpcore  # noqa: F401
 import httpcore2  # noqa: F401
@@ -15,6 +19,22 @@ from pytest_toolnexus._patching.install import installed
 
 # pytester, and the emulator fixture the plugin's pytester tests share.
 pytest_plugins = ["pytester", "tests.support.plugin_projects"]
+
+_FAULT_LOG: list[object] = []  # the open file, kept for as long as the process runs
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    """Where ``.ci/dev.py test`` asks for it (``TOOLNEXUS_FAULT_LOG_DIR``), a test process that
+    dies of a signal writes its Python traceback to a file there, which the job prints at the
+    end: a crashed xdist worker otherwise leaves only "worker crashed" in the report."""
+    folder = os.environ.get("TOOLNEXUS_FAULT_LOG_DIR")
+    if not folder or _FAULT_LOG:
+        return
+    name = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    log = open(Path(folder) / f"{name}-{os.getpid()}.log", "w")  # noqa: SIM115
+    _FAULT_LOG.append(log)
+    faulthandler.enable(log, all_threads=True)
 
 
 @pytest.fixture(autouse=True)

@@ -75,3 +75,69 @@ def test_where_rebinding_is_unsupported_the_clock_patches_the_names(monkeypatch)
         uninstall()
     assert time.monotonic is HELD["monotonic"]
     assert time.perf_counter_ns is HELD["perf_counter_ns"]
+
+
+def _run_isolated(code):
+    """``code`` in a fresh interpreter: what it printed, and how it ended (a crash there must
+    not take the test run down with it)."""
+    import subprocess
+    import sys
+
+    completed = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True
+    )
+    return completed.returncode, completed.stdout.strip(), completed.stderr
+
+
+def test_a_rebound_clock_read_at_the_recursion_limit_raises_there_instead_of_crashing():
+    # Found by CI: the first rebinding went through a ctypes callback, which cannot raise; read
+    # at the recursion limit it handed CPython an unset result, and the worker segfaulted.
+    code = (
+        "import time\n"
+        "from pytest_toolnexus._timing import cfunc\n"
+        "undo = cfunc.rebind(time.monotonic, lambda: 123.0)\n"
+        "def deep(n):\n"
+        "    try:\n"
+        "        return deep(n + 1)\n"
+        "    except RecursionError:\n"
+        "        try:\n"
+        "            return repr(time.monotonic())\n"
+        "        except RecursionError:\n"
+        "            return 'RecursionError'\n"
+        "print(deep(0))\n"
+        "undo()\n"
+        "print(time.monotonic() > 0)\n"
+    )
+    code_, out, err = _run_isolated(code)
+
+    assert (code_, out.splitlines()) == (0, ["RecursionError", "True"]), err
+
+
+def test_what_the_replacement_raises_reaches_the_caller():
+    class Stop(Exception):
+        pass
+
+    def failing():
+        raise Stop("the clock refused")
+
+    undo = _cfunc.rebind(time.perf_counter, failing)
+    assert undo is not None
+    try:
+        with pytest.raises(Stop, match="the clock refused"):
+            HELD_PERF()
+    finally:
+        undo()
+    assert abs(time.perf_counter() - time.perf_counter()) < 0.5
+
+
+HELD_PERF = time.perf_counter
+
+
+def test_the_builtin_keeps_its_module_and_repr_once_undone():
+    undo = _cfunc.rebind(time.monotonic_ns, lambda: 5)
+    assert undo is not None
+    assert time.monotonic_ns() == 5
+    undo()
+
+    assert time.monotonic_ns.__self__ is time
+    assert repr(time.monotonic_ns) == "<built-in function monotonic_ns>"

@@ -550,3 +550,88 @@ def test_a_body_miss_on_a_converted_vcrpy_cassette_names_the_preset(tmp_path):
     with session, pytest.raises(CassetteMissError) as caught:
         send(session, body={**CHAT, "max_tokens": 100})
     assert "vcrpy" not in str(caught.value)
+
+
+# -- the fast path: a request sent again as the bytes it was recorded from ---------------------
+
+
+@pytest.fixture
+def parses(monkeypatch):
+    """How many live bodies matching read (parsed, masked and canonicalised)."""
+    from pytest_toolnexus._session import match
+
+    calls = []
+    real = match.live_body
+
+    def counted(request):
+        calls.append(request.url)
+        return real(request)
+
+    monkeypatch.setattr(match, "live_body", counted)
+    return calls
+
+
+def test_a_request_sent_as_its_recorded_bytes_matches_without_reading_its_body(cassette, parses):
+    session = cassette(recording(), recording(), recording(body={**CHAT, "model": "other"}))
+
+    with httpx.Client(transport=session.http_transport()) as client:
+        answers = [client.post(URL, json=CHAT) for _ in range(2)]
+
+    assert [a.status_code for a in answers] == [200, 200]
+    assert [r.interaction for r in session.requests] == [0, 1]  # recorded order, each once
+    assert parses == []
+
+
+def test_bytes_in_another_layout_take_the_slow_path_once_then_the_fast_one(cassette, parses):
+    session = cassette(recording(), recording())
+    spaced = httpx.Request("POST", URL, json=CHAT).content.replace(b",", b", ")
+    json_type = {"content-type": "application/json"}
+
+    with httpx.Client(transport=session.http_transport()) as client:
+        answers = [client.post(URL, content=spaced, headers=json_type) for _ in range(2)]
+
+    assert [a.status_code for a in answers] == [200, 200]
+    assert [r.interaction for r in session.requests] == [0, 1]
+    assert parses == [URL]  # the second send was known by its bytes
+
+
+def test_recorded_bytes_under_a_type_that_is_not_json_miss_as_before(cassette, parses):
+    session = cassette()
+    content = httpx.Request("POST", URL, json=CHAT).content
+
+    with pytest.raises(CassetteMissError):
+        send(session, body=content, content=content, headers={"content-type": "text/plain"})
+    assert parses  # matched on the read body, as every request was before the fast path
+
+
+def test_recorded_bytes_with_a_compared_header_that_differs_miss(cassette):
+    session = cassette(recording(headers=[("x-tenant", "a")]), match_headers=("x-tenant",))
+    content = httpx.Request("POST", URL, json=CHAT).content
+    sent = {"content-type": "application/json", "x-tenant": "b"}
+
+    with pytest.raises(CassetteMissError):
+        send(session, body=CHAT, content=content, headers=sent)
+    assert (
+        send(session, body=CHAT, content=content, headers={**sent, "x-tenant": "a"}).status == 200
+    )
+
+
+def test_a_masked_account_key_still_matches_the_live_value_by_the_slow_path(cassette, parses):
+    recorded = {**CHAT, "metadata": {"account_id": "[REDACTED]"}}
+    session = cassette(recording(body=recorded))
+    live = {**CHAT, "metadata": {"account_id": "acct-123"}}
+
+    with httpx.Client(transport=session.http_transport()) as client:
+        assert client.post(URL, json=live).status_code == 200
+    assert parses == [URL]
+
+
+def test_repeats_are_served_by_bytes_too(cassette, parses):
+    session = cassette(allow_repeats=True)
+
+    with httpx.Client(transport=session.http_transport()) as client:
+        answers = [client.post(URL, json=CHAT).status_code for _ in range(3)]
+
+    assert answers == [200, 200, 200]
+    assert [r.interaction for r in session.requests] == [0, 0, 0]
+    assert parses == []

@@ -533,3 +533,21 @@ def test_encode_json_matches_httpx_json_encoding(value):
 def test_encode_json_refuses_nan():
     with pytest.raises(ValueError, match="not JSON compliant"):
         encode_json({"x": float("nan")})
+
+
+def test_a_parsed_answer_with_its_bytes_reaches_the_client_as_those_bytes():
+    given = b'{"answer": 42,  "as": "sent"}'
+
+    def transport(request):
+        return TransportResponse(200, {"content-type": "application/json"}, {"answer": 42}, given)
+
+    with httpx.Client(transport=HTTPBridge(transport)) as client:
+        response = client.get("https://api.example.test/v1/x")
+
+    assert response.content == given
+    assert response.headers["content-length"] == str(len(given))
+
+
+def test_a_response_content_that_is_not_bytes_is_refused():
+    with pytest.raises(TypeError, match=r"TransportResponse\.content must be bytes"):
+        TransportResponse(200, body={"a": 1}, content='{"a": 1}')  # type: ignore[arg-type]

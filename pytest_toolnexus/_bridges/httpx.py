@@ -13,7 +13,7 @@ from typing import Any
 
 from pytest_toolnexus._seam.bodies import decode_body, wants_stream, wire_body
 from pytest_toolnexus._seam.errors import TransportError
-from pytest_toolnexus._seam.headers import Headers
+from pytest_toolnexus._seam.headers import Headers, wire_pairs
 from pytest_toolnexus._seam.transport import (
     AsyncByteStream,
     AsyncTransport,
@@ -103,8 +103,9 @@ def _library_response(lib: ModuleType, request: Any, response: TransportResponse
             response.status, headers=headers.wire_pairs(), stream=stream, request=request
         )
     pairs, content = wire_body(response, request.method)
-    wire = Headers(pairs).wire_pairs()
-    return lib.Response(response.status, headers=wire, content=content, request=request)
+    return lib.Response(
+        response.status, headers=wire_pairs(pairs), content=content, request=request
+    )
 
 
 class HTTPBridge(_compat.SyncTransportBase, _compat.AsyncTransportBase):

@@ -13,6 +13,7 @@ parsed pieces, so that the seam's own modules may ask it too.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Final
 
@@ -80,9 +81,13 @@ def dialect_named(name: str) -> Dialect | None:
     return None
 
 
+@functools.lru_cache(maxsize=1024)
 def url_asks_for_stream(url: str) -> bool:
     """Whether a URL itself asks for a streamed answer, in any dialect's way (Gemini's
-    ``:streamGenerateContent`` or ``alt=sse``, Bedrock's ``/converse-stream``, ...)."""
+    ``:streamGenerateContent`` or ``alt=sse``, Bedrock's ``/converse-stream``, ...).
+
+    Cached: a test suite sends most of its requests to a handful of URLs, and each call
+    otherwise asks every dialect."""
     request = WireRequest("POST", url)
     return any(dialect.streams(request) for dialect in DIALECTS)
 

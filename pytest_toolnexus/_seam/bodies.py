@@ -72,9 +72,13 @@ def keeps_content_length(method: str, status: int) -> bool:
     return method.upper() == "HEAD" or status in _BODILESS_STATUSES
 
 
+# One encoder for every call: ``json.dumps`` with options builds a new one each time.
+_COMPACT: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def encode_json(value: JSONValue) -> bytes:
     """Encode a parsed body exactly as ``httpx`` encodes ``json=``: compact, UTF-8, no NaN."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return _COMPACT.encode(value).encode()
 
 
 def wants_stream(url: str, headers: Headers, body: RequestBody) -> bool:
@@ -166,7 +170,8 @@ def wire_body(response: TransportResponse, method: str) -> tuple[list[tuple[str,
         content = response.body
         typed = True
     else:
-        content = encode_json(response.body)  # type: ignore[arg-type]
+        given = response.content
+        content = given if given is not None else encode_json(response.body)  # type: ignore[arg-type]
         typed = "content-type" in headers
     pairs = [(k, v) for k, v in headers.multi_items() if k.lower() != "content-length"]
     if not typed:

@@ -7,7 +7,7 @@ from typing import Final, final
 
 from pytest_toolnexus._safety.mask import CREDENTIAL_HEADERS, mask_text
 
-__all__ = ["Headers", "HeadersInput"]
+__all__ = ["Headers", "HeadersInput", "wire_pairs"]
 
 HeadersInput = (
     "Headers | Mapping[str, str] | Iterable[tuple[str, str]] | Iterable[tuple[bytes, bytes]] | None"
@@ -23,6 +23,12 @@ def _wire(text: str) -> bytes:
         return text.encode("latin-1")
     except UnicodeEncodeError:
         return text.encode("utf-8")
+
+
+def wire_pairs(pairs: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    """String pairs (a :meth:`Headers.multi_items`, perhaps edited) as bytes for a client
+    library, as :meth:`Headers.wire_pairs` gives them, without building a ``Headers``."""
+    return [(_wire(name), _wire(value)) for name, value in pairs]
 
 
 @final
@@ -129,7 +135,7 @@ class Headers(Mapping[str, str]):
         """The pairs as bytes for a client library: latin-1, which gives back exactly the
         bytes a header arrived as (they are read as latin-1), or UTF-8 for a value made here
         with characters latin-1 cannot hold."""
-        return [(_wire(name), _wire(value)) for name, value in self._items]
+        return wire_pairs(self._items)
 
     def get_list(self, name: str) -> list[str]:
         """Every value sent under ``name``, in order; an empty list when there is none."""

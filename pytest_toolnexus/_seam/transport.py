@@ -215,16 +215,24 @@ class TransportRequest:
 @masked_repr
 @dataclass(frozen=True, slots=True)
 class TransportResponse:
-    """One response crossing the seam. A status is a value: 429 and 500 are responses."""
+    """One response crossing the seam. A status is a value: 429 and 500 are responses.
+
+    ``content``, when set beside a parsed ``body``, is that body already encoded as JSON (a
+    replay has it from checking the recording); a bridge hands those bytes to the client
+    instead of encoding ``body`` again.
+    """
 
     status: int
     headers: Headers = field(default_factory=Headers)
     body: ResponseBody = None
+    content: bytes | None = None
 
     def __post_init__(self) -> None:
         headers: object = self.headers
         if not isinstance(headers, Headers):
             object.__setattr__(self, "headers", Headers(headers))  # type: ignore[arg-type]
+        if self.content is not None and not isinstance(self.content, bytes):
+            raise TypeError(f"TransportResponse.content must be bytes, got {type(self.content)}")
 
     @property
     def is_stream(self) -> bool:

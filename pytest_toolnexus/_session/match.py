@@ -29,7 +29,7 @@ from pytest_toolnexus._safety.redact import (
     mask_keys,
     redact_headers,
 )
-from pytest_toolnexus._seam.bodies import is_json_type
+from pytest_toolnexus._seam.bodies import encode_json, is_json_type
 from pytest_toolnexus._seam.codings import decoded
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.transport import RequestBody, TransportRequest
@@ -372,6 +372,12 @@ class MatchRules:
     def key_of_recorded(self, request: RecordedRequest) -> tuple[Any, ...]:
         return self.key(request.method, request.url, request.headers, request.body)
 
+    @property
+    def keys_by_bytes(self) -> bool:
+        """Whether a request's key follows from its method, URL and body bytes alone (no
+        header is compared), so that bytes seen before can stand for the parsed body."""
+        return "body" in self.parts and not self.match_headers and "headers" not in self.parts
+
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
@@ -386,9 +392,22 @@ class Candidate:
     """Names of query parameters that differ, which ``ignore_query`` could name."""
 
 
+_REMEMBERED: Final = 1024
+"""How many live request bodies :class:`Index` keeps the key of, beyond the recorded ones."""
+
+
 @dataclass
 class Index:
-    """Unplayed interactions by match key, in recorded order among equals."""
+    """Unplayed interactions by match key, in recorded order among equals.
+
+    The fast path: most clients send a recorded request again as the very bytes it went out
+    as the first time, which for a JSON body is its compact encoding. So each recorded JSON
+    request is also filed under ``(method, url, encoded body)``, and a live request whose bytes
+    are found there takes that key without its body being parsed, masked and canonicalised.
+    Live bodies met on the slow path are remembered the same way (up to ``_REMEMBERED``), for
+    a test that sends one request many times. Equal bytes parse to equal values, so both
+    paths give the same key; where headers are compared, only the slow path runs.
+    """
 
     rules: MatchRules
     interactions: list[Interaction] = field(default_factory=list)
@@ -397,11 +416,44 @@ class Index:
     _queues: dict[tuple[Any, ...], deque[int]] = field(default_factory=dict)
     _played_by_key: dict[tuple[Any, ...], list[int]] = field(default_factory=dict)
     played: list[bool] = field(default_factory=list)
+    _by_bytes: dict[tuple[str, str, bytes], tuple[Any, ...]] = field(default_factory=dict)
+    _remembered: int = 0
 
     def __post_init__(self) -> None:
         existing, self.interactions = self.interactions, []
         for interaction in existing:
             self.add(interaction, played=False)
+
+    def _file_bytes(self, request: RecordedRequest, key: tuple[Any, ...]) -> None:
+        body = request.body
+        if not isinstance(body, JsonBody) or not self.rules.keys_by_bytes:
+            return
+        try:
+            encoded = encode_json(body.value)
+        except (TypeError, ValueError, RecursionError, OverflowError):
+            return  # a damaged value: the slow path reports it
+        self._by_bytes.setdefault((request.method.upper(), request.url, encoded), key)
+
+    def _key_of(self, request: TransportRequest) -> tuple[Any, ...]:
+        """``rules.key_of_request(request)``, from the bytes when they were seen before."""
+        content = request.content
+        fast = (
+            content is not None
+            and self.rules.keys_by_bytes
+            and "content-encoding" not in request.headers
+            and is_json_type(request.headers.get("content-type", ""))
+        )
+        if not fast:
+            return self.rules.key_of_request(request)
+        assert content is not None
+        found = self._by_bytes.get((request.method, request.url, content))
+        if found is not None:
+            return found
+        key = self.rules.key_of_request(request)
+        if self._remembered < _REMEMBERED:
+            self._remembered += 1
+            self._by_bytes[(request.method, request.url, content)] = key
+        return key
 
     def add(self, interaction: Interaction, *, played: bool) -> int:
         position = len(self.interactions)
@@ -412,13 +464,14 @@ class Index:
             self._played_by_key.setdefault(key, []).append(position)
         else:
             self._queues.setdefault(key, deque()).append(position)
+        self._file_bytes(interaction.request, key)
         return position
 
     def take(self, request: TransportRequest) -> int | None:
         """The position of the interaction to play for ``request``, marked played; or None."""
         if self.matcher is not None:
             return self._take_with_matcher(request, self.matcher)
-        exact = self.rules.key_of_request(request)
+        exact = self._key_of(request)
         # A recorded request whose body is "any" answers whatever body is sent.
         loose = (*exact[:2], "any", None, *exact[4:])
         for key in (exact, loose):

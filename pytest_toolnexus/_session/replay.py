@@ -58,7 +58,8 @@ class Plan:
     stream gets it parsed. ``streamed`` is true when the recording was a stream. ``pieces`` of
     a stream are produced as the client pulls them; a shaper gets them as a list.
     ``method`` and ``url`` are those of the request being answered (a fault that speaks the
-    provider's dialect reads them).
+    provider's dialect reads them). ``content`` is ``value`` already encoded, when known; a
+    shaper that changes ``value`` sets it back to None.
     """
 
     status: int
@@ -73,6 +74,7 @@ class Plan:
     has_value: bool = False
     method: str = ""
     url: str = ""
+    content: bytes | None = None
 
 
 Shaper = Callable[[Plan], Plan]
@@ -89,11 +91,17 @@ def _error(recorded: RecordedError) -> TransportError:
 
 
 def plan_of(
-    response: RecordedResponse, *, whole_bytes: bool = True, method: str = "", url: str = ""
+    response: RecordedResponse,
+    *,
+    whole_bytes: bool = True,
+    method: str = "",
+    url: str = "",
+    content: bytes | None = None,
 ) -> Plan:
     """The plan for a recorded response to the request ``method url``. Stream pieces are made
     lazily; a broken one raises :class:`MalformedCassette` when it is reached.
-    ``whole_bytes=False`` skips encoding a JSON body that will be handed over parsed."""
+    ``whole_bytes=False`` skips encoding a JSON body that will be handed over parsed;
+    ``content`` is that body already encoded (by :func:`check_playable`), if known."""
     body = response.body
     timed_json = isinstance(body, JsonBody) and body.times is not None
     streamed = timed_json or isinstance(body, SseBody | NdjsonBody | ChunksBody | EventStreamBody)
@@ -105,7 +113,8 @@ def plan_of(
     elif isinstance(body, EmptyBody) or (isinstance(body, JsonBody) and not whole_bytes):
         pieces = []
     else:
-        pieces = [(response.t_end, body.content())]
+        known = content if isinstance(body, JsonBody) else None
+        pieces = [(response.t_end, known if known is not None else body.content())]
     return Plan(
         status=response.status,
         headers=response.headers,
@@ -119,6 +128,7 @@ def plan_of(
         has_value=isinstance(body, JsonBody),
         method=method,
         url=url,
+        content=content if isinstance(body, JsonBody) and not timed_json else None,
     )
 
 
@@ -177,19 +187,23 @@ def _whole(plan: Plan, request: TransportRequest) -> TransportResponse | None:
     if request.stream or plan.streamed or plan.error is not None or not plan.complete:
         return None
     if plan.has_value:
-        return TransportResponse(plan.status, plan.headers, plan.value)
+        return TransportResponse(plan.status, plan.headers, plan.value, plan.content)
     return TransportResponse(plan.status, plan.headers, b"".join(p for _, p in plan.pieces))
 
 
 def _prepare(
-    interaction: Interaction, request: TransportRequest, shape: Shaper | None
+    interaction: Interaction,
+    request: TransportRequest,
+    shape: Shaper | None,
+    content: bytes | None,
 ) -> tuple[Plan | None, RecordedError | None]:
     if interaction.error is not None:
         return None, interaction.error
     assert interaction.response is not None
     response, method, url = interaction.response, request.method, request.url
     if shape is None:
-        return plan_of(response, whole_bytes=request.stream, method=method, url=url), None
+        whole = request.stream
+        return plan_of(response, whole_bytes=whole, method=method, url=url, content=content), None
     return shape(plan_of(response, method=method, url=url)), None
 
 
@@ -200,6 +214,8 @@ def play(
     start: float,
     observer: Observer = NO_OBSERVER,
     shape: Shaper | None = None,
+    *,
+    content: bytes | None = None,
 ) -> TransportResponse:
     """The sync response for ``interaction``; ``start`` is the clock time the request was sent.
 
@@ -207,7 +223,7 @@ def play(
     piece, met while streaming, into the error to raise; ``shape`` reshapes the plan (faults).
     """
     cancel = request.cancel
-    plan, failure = _prepare(interaction, request, shape)
+    plan, failure = _prepare(interaction, request, shape, content)
     if failure is not None:
         clock.wait_until(start + _seconds(failure.t, clock), cancel)
         raise _error(failure)
@@ -321,10 +337,12 @@ async def aplay(
     start: float,
     observer: Observer = NO_OBSERVER,
     shape: Shaper | None = None,
+    *,
+    content: bytes | None = None,
 ) -> TransportResponse:
     """The async mirror of :func:`play`."""
     cancel = request.cancel
-    plan, failure = _prepare(interaction, request, shape)
+    plan, failure = _prepare(interaction, request, shape, content)
     if failure is not None:
         await clock.await_until(start + _seconds(failure.t, clock), cancel)
         raise _error(failure)

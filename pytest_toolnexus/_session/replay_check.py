@@ -11,6 +11,7 @@ checks each interaction here as it is played, and turns these errors into a
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from pytest_toolnexus._seam.bodies import encode_json
@@ -18,22 +19,29 @@ from pytest_toolnexus._store.cassette import Interaction, JsonBody, MalformedCas
 
 __all__ = ["DAMAGE", "check_playable", "damage_reason"]
 
+_UNSENDABLE: Final = re.compile("[\r\n\0]")
+
 DAMAGE: Final = (TypeError, ValueError, RecursionError, OverflowError, UnicodeError)
 """What a damaged stored value raises from the standard library (``json``, ``urllib.parse``,
 ``datetime``, codecs) when replay encodes, parses or times it."""
 
 
-def check_playable(interaction: Interaction) -> None:
+def check_playable(interaction: Interaction) -> bytes | None:
     """Raise :class:`MalformedCassette` when the response of ``interaction`` cannot be handed
     to an HTTP client: a header no wire could carry (a name that is not ASCII, CR, LF or NUL,
     text that does not encode; a value that is not ASCII is sent as the bytes it arrived as),
-    or a JSON body that does not encode as JSON."""
+    or a JSON body that does not encode as JSON.
+
+    Returns the encoded body of a JSON answer that arrived in one piece (the check had to make
+    it), so that replay hands those bytes over instead of encoding the body again."""
     response = interaction.response
     if response is None:
-        return
+        return None
     for name, value in response.headers.multi_items():
+        if name.isascii() and value.isascii() and _UNSENDABLE.search(name + value) is None:
+            continue  # the usual header: nothing more to check
         shown = name.encode("ascii", "backslashreplace").decode()
-        if not name.isascii() or any(c in name + value for c in "\r\n\0"):
+        if not name.isascii() or _UNSENDABLE.search(name + value) is not None:
             raise MalformedCassette(
                 f"response header {shown!r} holds a character no header can carry (a name "
                 "that is not ASCII, or CR, LF or NUL)"
@@ -50,8 +58,10 @@ def check_playable(interaction: Interaction) -> None:
     body = response.body
     if isinstance(body, JsonBody):
         try:
-            encode_json(body.value)
+            encoded = encode_json(body.value)
         except DAMAGE as exc:
             raise MalformedCassette(
                 f"the response's JSON body does not encode as JSON ({damage_reason(exc)})"
             ) from None
+        return encoded if body.times is None else None
+    return None

@@ -79,7 +79,7 @@ class RequestPath:
     _recorders: list[RecordingTransport]
     _recorded: dict[int, Interaction]
     _sequence: int
-    _playable: set[int]
+    _playable: dict[int, bytes | None]
     _seen_env: set[tuple[str, str]]
     _allow_secrets: tuple[str, ...]
     _redact_hook: Callable[[Interaction], Interaction] | None
@@ -135,9 +135,15 @@ class RequestPath:
             turn = self._begin(request)
             if turn.interaction is not None:
                 with self._malformed(turn.position):
-                    self._check_once(turn.interaction)
+                    encoded = self._check_once(turn.interaction)
                     response = play(
-                        turn.interaction, request, self.clock, turn.origin, turn, turn.shape
+                        turn.interaction,
+                        request,
+                        self.clock,
+                        turn.origin,
+                        turn,
+                        turn.shape,
+                        content=encoded,
                     )
                 return turn.answered(response)
             assert recorder is not None  # _begin raised the miss otherwise
@@ -157,9 +163,15 @@ class RequestPath:
             turn = self._begin(request)
             if turn.interaction is not None:
                 with self._malformed(turn.position):
-                    self._check_once(turn.interaction)
+                    encoded = self._check_once(turn.interaction)
                     response = await aplay(
-                        turn.interaction, request, self.clock, turn.origin, turn, turn.shape
+                        turn.interaction,
+                        request,
+                        self.clock,
+                        turn.origin,
+                        turn,
+                        turn.shape,
+                        content=encoded,
                     )
                 return turn.answered(response)
             assert recorder is not None  # _begin raised the miss otherwise
@@ -202,14 +214,16 @@ class RequestPath:
         for fault in faults:
             self._faults.add(fault)
 
-    def _check_once(self, interaction: Interaction) -> None:
+    def _check_once(self, interaction: Interaction) -> bytes | None:
         """:func:`check_playable`, once per interaction however often it plays (repeats,
-        faults), so a replay pays for the check only the first time."""
+        faults), so a replay pays for the check only the first time; returns the encoded JSON
+        answer the check made, kept for every later play."""
         key = id(interaction)
         if key in self._playable:
-            return
-        check_playable(interaction)
-        self._playable.add(key)
+            return self._playable[key]
+        encoded = check_playable(interaction)
+        self._playable[key] = encoded
+        return encoded
 
     def _scanner(self) -> SecretScanner:
         return SecretScanner(allow=self._allow_secrets, seen=self._seen_env)

@@ -135,7 +135,8 @@ class CassetteSession(RequestPath):
         self.misses: list[CassetteMissError] = []
         self.written = False
         self._discard = False
-        self._playable: set[int] = set()  # ids of interactions checked (they live as long)
+        # ids of interactions checked (they live as long), with the encoded answer the check made
+        self._playable: dict[int, bytes | None] = {}
         self.recorder_problems: list[str] = []
         """What the recorder could not parse (the client's stream was not touched)."""
         # Credential values in the environment when each request was sent (recording only):

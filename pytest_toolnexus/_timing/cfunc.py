@@ -2,18 +2,24 @@
 
 ``from time import monotonic`` in any module, a default argument, a class attribute: each holds
 the same built-in function object, so replacing the module attribute reaches none of them. What
-they share is the function's C method definition (``PyMethodDef``), whose ``ml_meth`` pointer is
-what CPython calls. Swapping that pointer for a ctypes callback makes every reference read the
-virtual clock, and swapping it back restores the original exactly; the function objects, and so
-``is`` and identity checks, never change. time-machine does the same for the wall-clock
-functions in C; this module covers the argument-less clock readers it leaves alone
-(``monotonic``, ``perf_counter`` and their ``_ns`` forms).
+they share is that object: CPython calls its C method definition's ``ml_meth`` pointer with the
+object's ``m_self`` (the ``time`` module). :func:`rebind` points ``ml_meth`` at CPython's own
+``PyObject_CallObject(callable, args)``, which has the same C signature, and ``m_self`` at the
+replacement, so a call of the built-in becomes ``replacement()``. Undoing puts both back. The
+function objects, and so ``is`` and identity checks, never change. time-machine does the same
+for the wall-clock functions in C; this module covers the argument-less clock readers it leaves
+alone (``monotonic``, ``perf_counter`` and their ``_ns`` forms).
 
-Only functions that take no arguments and cannot fail are rebound: a ctypes callback cannot hand
-an exception back to its caller. Before writing anything the layout is checked (the definition
-must carry the function's own name and the no-argument calling convention); where the check
-fails, for example on an interpreter laid out differently, :func:`rebind` returns None and the
-caller falls back to replacing module attributes.
+No Python code runs between the caller and the replacement, so whatever the replacement raises
+reaches the caller as it would from any function: a ``RecursionError`` when the clock is read
+at the recursion limit, a ``KeyboardInterrupt``. (A ctypes callback, the first way this module
+did it, cannot raise: at the recursion limit it handed CPython an unset return value, and the
+process crashed.)
+
+Before writing anything the layout is checked: the definition must carry the function's own
+name and the no-argument calling convention, and ``m_self`` must be the ``time`` module. Where
+the check fails, for example on an interpreter laid out differently, :func:`rebind` returns
+None and the caller falls back to replacing module attributes.
 """
 
 from __future__ import annotations
@@ -21,13 +27,16 @@ from __future__ import annotations
 import ctypes
 import sys
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final, TypeVar
 
 __all__ = ["original", "rebind", "supported"]
 
 _T = TypeVar("_T", float, int)
 _METH_NOARGS: Final = 0x0004
+_POINTER: Final = ctypes.sizeof(ctypes.c_void_p)
 
 
 class _MethodDef(ctypes.Structure):
@@ -39,39 +48,56 @@ class _MethodDef(ctypes.Structure):
     )
 
 
-_NOARGS: Final = ctypes.CFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_void_p)
 _CALL_ORIGINAL: Final = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_void_p)
+# PyObject *PyObject_CallObject(PyObject *callable, PyObject *args): the PyCFunction signature,
+# and with args NULL it calls ``callable()``.
+_CALL_SELF: Final = ctypes.cast(ctypes.pythonapi.PyObject_CallObject, ctypes.c_void_p).value
 _lock = threading.Lock()
-# id(function) -> (its method definition, the original C pointer, a caller of that pointer)
-_known: dict[int, tuple[_MethodDef, int, Callable[[], object]]] = {}
-# id(function) -> the callback now installed (kept alive while CPython may call it)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    definition: _MethodDef
+    pointer: int  # the original ml_meth
+    self_slot: ctypes.c_void_p  # the function object's m_self field
+    module: int  # what m_self held: the address of the time module
+    call: Callable[[], object]  # runs the original C code whatever is installed
+
+
+# id(function) -> its entry
+_known: dict[int, _Entry] = {}
+# id(function) -> the replacement now installed (held here, and counted once for m_self)
 _active: dict[int, object] = {}
 
 
-def _definition(func: Callable[[], object]) -> _MethodDef | None:
-    if sys.implementation.name != "cpython" or type(func).__name__ != "builtin_function_or_method":
+def _entry(func: Callable[[], object]) -> _Entry | None:
+    entry = _known.get(id(func))
+    if entry is not None:
+        return entry
+    if (
+        sys.implementation.name != "cpython"
+        or type(func).__name__ != "builtin_function_or_method"
+        or not _CALL_SELF
+    ):
         return None
-    # A PyCFunctionObject starts with the object header, then the PyMethodDef pointer.
+    # A PyCFunctionObject: the object header, then the PyMethodDef pointer, then m_self.
     address = ctypes.c_void_p.from_address(id(func) + object.__basicsize__).value
     if not address:
         return None
     definition = _MethodDef.from_address(address)
     name = getattr(func, "__name__", "")
-    if definition.ml_name != name.encode() or definition.ml_flags != _METH_NOARGS:
+    self_slot = ctypes.c_void_p.from_address(id(func) + object.__basicsize__ + _POINTER)
+    if (
+        definition.ml_name != name.encode()
+        or definition.ml_flags != _METH_NOARGS
+        or definition.ml_meth is None
+        or self_slot.value != id(time)
+    ):
         return None
-    return definition
-
-
-def _entry(func: Callable[[], object]) -> tuple[_MethodDef, int, Callable[[], object]] | None:
-    entry = _known.get(id(func))
-    if entry is None:
-        definition = _definition(func)
-        if definition is None or definition.ml_meth is None:
-            return None
-        pointer = int(definition.ml_meth)
-        call = _CALL_ORIGINAL(pointer)
-        entry = (definition, pointer, lambda: call(None, None))
-        _known[id(func)] = entry
+    pointer = int(definition.ml_meth)
+    caller = _CALL_ORIGINAL(pointer)
+    entry = _Entry(definition, pointer, self_slot, id(time), lambda: caller(None, None))
+    _known[id(func)] = entry
     return entry
 
 
@@ -90,8 +116,7 @@ def original(func: Callable[[], _T]) -> Callable[[], _T]:
         entry = _entry(func)
     if entry is None:
         return func
-    _, _, call = entry
-    key, fast = id(func), func
+    key, fast, call = id(func), func, entry.call
 
     def read() -> _T:
         # Unbound (the usual case): the built-in itself, at the cost of one dict look-up.
@@ -108,29 +133,32 @@ def rebind(func: Callable[[], _T], replacement: Callable[[], _T]) -> Callable[[]
     """Make every call of ``func`` run ``replacement``; returns the undo, or None when this
     interpreter does not allow it (the caller then patches names instead).
 
-    ``replacement`` must not raise: an exception inside it cannot reach the caller and would
-    surface as a ``SystemError``. Rebinding a function that is already rebound raises.
+    What ``replacement`` raises reaches the caller of ``func``. Rebinding a function that is
+    already rebound raises.
     """
     with _lock:
         entry = _entry(func)
         if entry is None:
             return None
-        definition, pointer, _ = entry
         key = id(func)
         if key in _active:
             raise RuntimeError(f"time.{getattr(func, '__name__', '?')} is already rebound")
-
-        def trampoline(_self: int | None, _unused: int | None) -> object:
-            return replacement()
-
-        callback = _NOARGS(trampoline)
-        _active[key] = callback
-        definition.ml_meth = ctypes.cast(callback, ctypes.c_void_p).value
+        _active[key] = replacement
+        # m_self now refers to the replacement: count that reference, as CPython counts the
+        # module's, so that the garbage collector, which follows m_self, sees it right.
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(replacement))
+        # m_self first, then ml_meth (and the reverse in undo): a call in between, from
+        # another thread, runs the original C code, which ignores m_self.
+        entry.self_slot.value = id(replacement)
+        entry.definition.ml_meth = _CALL_SELF
 
     def undo() -> None:
         with _lock:
-            if _active.get(key) is callback:
-                definition.ml_meth = pointer
-                del _active[key]
+            if _active.get(key) is not replacement:
+                return
+            entry.definition.ml_meth = entry.pointer
+            entry.self_slot.value = entry.module
+            del _active[key]
+            ctypes.pythonapi.Py_DecRef(ctypes.py_object(replacement))
 
     return undo
