@@ -10,10 +10,9 @@ here and stay in ``_session``.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +133,7 @@ class RequestPath:
         def handle(request: TransportRequest) -> TransportResponse:
             turn = self._begin(request)
             if turn.interaction is not None:
-                with self._malformed(turn.position):
+                try:
                     encoded = self._check_once(turn.interaction)
                     response = play(
                         turn.interaction,
@@ -145,6 +144,8 @@ class RequestPath:
                         turn.shape,
                         content=encoded,
                     )
+                except (MalformedCassette, *DAMAGE) as exc:
+                    raise self._corrupt(turn.position, exc) from exc
                 return turn.answered(response)
             assert recorder is not None  # _begin raised the miss otherwise
             return turn.answered(recorder(request, observer=turn))
@@ -162,7 +163,7 @@ class RequestPath:
         async def handle(request: TransportRequest) -> TransportResponse:
             turn = self._begin(request)
             if turn.interaction is not None:
-                with self._malformed(turn.position):
+                try:
                     encoded = self._check_once(turn.interaction)
                     response = await aplay(
                         turn.interaction,
@@ -173,23 +174,21 @@ class RequestPath:
                         turn.shape,
                         content=encoded,
                     )
+                except (MalformedCassette, *DAMAGE) as exc:
+                    raise self._corrupt(turn.position, exc) from exc
                 return turn.answered(response)
             assert recorder is not None  # _begin raised the miss otherwise
             return turn.answered(await recorder.acall(request, observer=turn))
 
         return handle
 
-    @contextlib.contextmanager
-    def _malformed(self, position: int | None) -> Iterator[None]:
-        try:
-            yield
-        except (MalformedCassette, *DAMAGE) as exc:
-            where = "an injected fault" if position is None else f"interaction {position}"
-            raise CassetteFormatError(
-                f"cassette {self.path} is corrupt at {where}: {damage_reason(exc)}; restore "
-                "the file from version control, or record it again with record mode 'all'",
-                path=str(self.path),
-            ) from exc
+    def _corrupt(self, position: int | None, exc: BaseException) -> CassetteFormatError:
+        where = "an injected fault" if position is None else f"interaction {position}"
+        return CassetteFormatError(
+            f"cassette {self.path} is corrupt at {where}: {damage_reason(exc)}; restore "
+            "the file from version control, or record it again with record mode 'all'",
+            path=str(self.path),
+        )
 
     def _default_live(self) -> Transport:
         if self._live is not None:
