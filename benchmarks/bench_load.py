@@ -15,6 +15,7 @@ import statistics
 from pathlib import Path
 
 import httpx
+import msgpack
 from _common import Table, interleaved, ms, now, ratio, verdict
 from _fixtures import (
     CHAT_URL,
@@ -41,6 +42,10 @@ REPEATS = {10: 21, 100: 11, 1_000: 7}
 SCALE_SIZES = (1_000, 5_000, 10_000, 20_000)
 LINEAR_SLACK = 2.0
 STREAM_REPEATS = 7
+# Issue 15 item 2: loading costs at most DECODE_GOAL times a plain msgpack.unpackb of the file.
+DECODE_SIZES = (10, 100, 1_000, 10_000)
+DECODE_REPEATS = {10: 51, 100: 21, 1_000: 9, 10_000: 5}
+DECODE_GOAL = 1.3
 
 
 def _vcrpy_load(path: Path) -> VcrCassette:
@@ -160,7 +165,66 @@ def run(work: Path) -> tuple[list[Table], dict[str, float]]:
         ms(vcr_read),
         "toolnexus yields one chunk per event; vcrpy one 5 MB chunk",
     )
-    return [table, info, _linearity(work, figures)], figures
+    return [table, info, _linearity(work, figures), _against_decode(work, figures)], figures
+
+
+def _decode(path: Path) -> object:
+    """The floor of any loader: the file read and decoded by msgpack, nothing built."""
+    return msgpack.unpackb(path.read_bytes(), raw=False)
+
+
+def _decode_without_gc(path: Path) -> object:
+    """The same with the garbage collector paused, as ``load_cassette`` pauses it."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _decode(path)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _against_decode(work: Path, figures: dict[str, float]) -> Table:
+    """``load_cassette`` against the raw decode of the same file, in the same turns."""
+    table = Table(
+        "2d. Load time against the raw decode (msgpack.unpackb of the same file, read included)",
+        [
+            *("interactions", "load ms", "unpackb ms", "ratio", "goal", ""),
+            *("ratio by CPU", "unpackb, gc paused, ms", "ratio to it"),
+        ],
+    )
+    pairs = chat_pairs(max(DECODE_SIZES))
+    for n in DECODE_SIZES:
+        path = work / f"decode-{n}.msgpack"
+        write_toolnexus(path, pairs[:n])
+        (tn, tn_cpu), (raw, raw_cpu), (paused, _) = interleaved(
+            [
+                lambda p=path: load_cassette(p),
+                lambda p=path: _decode(p),
+                lambda p=path: _decode_without_gc(p),
+            ],
+            DECODE_REPEATS[n],
+        )
+        path.unlink()
+        figures[f"load_vs_decode_{n}"] = tn / raw
+        table.add(
+            f"{n:,}",
+            ms(tn),
+            ms(raw),
+            ratio(tn / raw),
+            f"<= {DECODE_GOAL}x",
+            verdict(tn / raw <= DECODE_GOAL),
+            ratio(tn_cpu / raw_cpu),
+            ms(paused),
+            ratio(tn / paused),
+        )
+    table.note(
+        "Loading builds the interaction objects and checks each one's shape (not the values "
+        "inside bodies); the decode builds only msgpack's dicts and lists. load_cassette pauses "
+        "the garbage collector while it decodes, which a plain unpackb does not: for large "
+        "files the collector's passes over the new objects dominate, hence the last column."
+    )
+    return table
 
 
 def _linearity(work: Path, figures: dict[str, float]) -> Table:
