@@ -9,6 +9,8 @@ transport).
 
 The request bodies and answers are made by the functions below whose source is also written
 into the test files (``inspect.getsource``), so a test sends exactly what its cassette holds.
+That is why the generator, the cassette writers and the test source share one module (a little
+over 400 lines).
 """
 
 from __future__ import annotations
