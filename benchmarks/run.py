@@ -1,12 +1,13 @@
 """pytest-toolnexus benchmarks, as ratios against baselines measured in the same run.
 
-    .venv/bin/python benchmarks/run.py              # all five, about 2-3 minutes on 2 cores
+    .venv/bin/python benchmarks/run.py              # all seven, about 6-8 minutes on 2 cores
     .venv/bin/python benchmarks/run.py --only 1 3   # some of them
     .venv/bin/python benchmarks/run.py --full-vcrpy # vcrpy sends all 2,000 requests (~15 min)
 
 Baselines: the httpx ``MockTransport`` floor, vcrpy (YAML cassettes, libyaml's loader where
-PyYAML has it) and freezegun. Scratch cassettes go to benchmarks/.work/ and are removed at the
-end. See benchmarks/README.md for what each figure means.
+PyYAML has it), freezegun, bare pytest and ``python -c pass``, and pytest-recording. Scratch
+cassettes and generated test projects go to benchmarks/.work/ and are removed at the end. See
+benchmarks/README.md for what each figure means.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import anthropic  # noqa: F401  (loaded up front: benchmark 3 measures with the 
 import bench_clock
 import bench_load
 import bench_replay
+import bench_startup
 import bench_stream
+import bench_suite
 import bench_virtual
 import openai  # noqa: F401  (idem)
 import yaml
@@ -65,7 +68,7 @@ def _load() -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--only", type=int, nargs="+", choices=(1, 2, 3, 4, 5), help="benchmarks to run"
+        "--only", type=int, nargs="+", choices=(1, 2, 3, 4, 5, 6, 7), help="benchmarks to run"
     )
     parser.add_argument(
         "--rounds", type=int, default=5, help="timed rounds of benchmark 1 (default 5)"
@@ -76,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         help="benchmark 1: let vcrpy replay all 2,000 requests instead of every 50th",
     )
     args = parser.parse_args(argv)
-    chosen = set(args.only or (1, 2, 3, 4, 5))
+    chosen = set(args.only or (1, 2, 3, 4, 5, 6, 7))
 
     started_all = now()
     print(_header(), flush=True)
@@ -89,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             (3, lambda: bench_clock.run(work)),
             (4, lambda: bench_virtual.run(work)),
             (5, lambda: bench_stream.run(work)),
+            (6, lambda: bench_startup.run(work)),
+            (7, lambda: bench_suite.run(work)),
         ]
         for number, step in steps:
             if number not in chosen:

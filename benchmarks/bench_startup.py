@@ -1,0 +1,279 @@
+"""Benchmark 6: what the plugin costs at start-up, what the CLI costs, and what a marked test
+costs over a ``MockTransport`` test (issue 15, points 3 and 4).
+
+Every figure is the wall time of fresh processes (``python -c``, ``python -m pytest``, the
+console script), run in turn round after round so that load from other processes falls on
+each variant alike; a figure is the median over the rounds.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from _common import Table, median, ms, now, verdict
+from _projects import (
+    BASE_ARGS,
+    Outcome,
+    clean_env,
+    one_request_cases,
+    run_pytest,
+    write_project,
+)
+
+IMPORT_GOAL_MS = 50.0
+CLI_GOAL_MS = 100.0
+PER_TEST_GOAL_MS = 1.0
+START_RUNS = 15  # fresh interpreters per start-up variant
+PYTEST_RUNS = 11  # pytest start-ups with one trivial test, with and without the plugin
+TESTS = 200
+TEST_ROUNDS = 5
+
+# Imports pytest, then times the plugin's import alone, and names the heavy modules it loaded.
+_TIMED_IMPORT = """
+import sys
+from time import CLOCK_MONOTONIC, clock_gettime
+import pytest
+start = clock_gettime(CLOCK_MONOTONIC)
+import pytest_toolnexus.plugin
+took = clock_gettime(CLOCK_MONOTONIC) - start
+heavy = ("httpx", "httpx2", "msgpack", "time_machine", "deepdiff",
+         "pytest_toolnexus._session.session")
+print(took, " ".join(name for name in heavy if name in sys.modules) or "-")
+"""
+
+
+def _wall(argv: Sequence[str], cwd: Path | None = None) -> tuple[float, str]:
+    start = now()
+    done = subprocess.run(
+        list(argv), cwd=cwd, env=clean_env(), capture_output=True, text=True, check=False
+    )
+    wall = now() - start
+    if done.returncode:
+        raise RuntimeError(
+            f"benchmark 6: {' '.join(argv)} exited with {done.returncode}:\n"
+            f"{done.stdout}{done.stderr}"
+        )
+    return wall, done.stdout
+
+
+def _rounds(commands: Sequence[Sequence[str]], runs: int, cwd: Path | None = None) -> list[float]:
+    """The median wall time of each command, run in turn ``runs`` times after one warm-up."""
+    for argv in commands:
+        _wall(argv, cwd)
+    walls: list[list[float]] = [[] for _ in commands]
+    for _ in range(runs):
+        for i, argv in enumerate(commands):
+            walls[i].append(_wall(argv, cwd)[0])
+    return [median(w) for w in walls]
+
+
+def _cli() -> list[str]:
+    script = Path(sys.executable).parent / "pytest-toolnexus"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "pytest_toolnexus"]
+
+
+def _startup_table(work: Path) -> tuple[Table, dict[str, float]]:
+    py = sys.executable
+    bare, with_plugin, nothing = _rounds(
+        [
+            [py, "-c", "import pytest"],
+            [py, "-c", "import pytest, pytest_toolnexus.plugin"],
+            [py, "-c", "pass"],
+        ],
+        START_RUNS,
+    )
+    timed = [_wall([py, "-c", _TIMED_IMPORT])[1].split(maxsplit=1) for _ in range(START_RUNS)]
+    alone = median([float(t[0]) for t in timed])
+    heavy = timed[-1][1].strip()
+
+    cli = _cli()
+    version, help_ = _rounds(
+        [[*cli, "--version"], [*cli, "--help"], [py, "-c", "pass"]], START_RUNS
+    )[:2]
+
+    trivial = work / "startup-trivial"
+    trivial.mkdir()
+    (trivial / "pytest.ini").write_text("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    (trivial / "test_trivial.py").write_text("def test_trivial():\n    pass\n")
+    run = [py, "-m", "pytest", *BASE_ARGS, "--rootdir", str(trivial), "test_trivial.py"]
+    pytest_bare, pytest_plugin = _rounds([[*run, "-p", "no:toolnexus"], run], PYTEST_RUNS, trivial)
+
+    import_delta = (with_plugin - bare) * 1e3
+    start_delta = (pytest_plugin - pytest_bare) * 1e3
+    table = Table(
+        f"6a. Start-up: the plugin over bare pytest, and the CLI (median of {START_RUNS} fresh "
+        f"interpreters; pytest runs: median of {PYTEST_RUNS})",
+        ["what", "ms", "over baseline", "goal", ""],
+    )
+    table.add('baseline: python -c "import pytest"', ms(bare), "", "", "")
+    table.add(
+        '  python -c "import pytest, pytest_toolnexus.plugin"',
+        ms(with_plugin),
+        f"{import_delta:+.2f} ms",
+        f"<= +{IMPORT_GOAL_MS:.0f} ms",
+        verdict(import_delta <= IMPORT_GOAL_MS),
+    )
+    table.add("  the plugin's import alone, timed inside the process", ms(alone), "", "", "info")
+    table.add("baseline: pytest, one trivial test, -p no:toolnexus", ms(pytest_bare), "", "", "")
+    table.add(
+        "  the same with the plugin loaded",
+        ms(pytest_plugin),
+        f"{start_delta:+.2f} ms",
+        f"<= +{IMPORT_GOAL_MS:.0f} ms",
+        verdict(start_delta <= IMPORT_GOAL_MS),
+    )
+    table.add('baseline: python -c "pass"', ms(nothing), "", "", "")
+    for label, value in (("--version", version), ("--help", help_)):
+        table.add(
+            f"  {' '.join(Path(a).name if a == cli[0] else a for a in cli)} {label}",
+            ms(value),
+            f"{(value - nothing) * 1e3:+.2f} ms",
+            f"<= {CLI_GOAL_MS:.0f} ms",
+            verdict(value * 1e3 <= CLI_GOAL_MS),
+        )
+    table.note(
+        f"Heavy modules the plugin's import loaded: {heavy.replace(' ', ', ')} "
+        "(looked for: httpx, httpx2, msgpack, time_machine, deepdiff, the session)."
+    )
+    table.note(
+        "Every pytest run here loads the venv's other plugins too (pytest-recording, xdist, "
+        "asyncio, anyio, hypothesis, ...); `pytest --version` loads none, so it is not used."
+    )
+    figures = {"import_delta_ms": import_delta, "startup_delta_ms": start_delta}
+    return table, figures
+
+
+def _per_test_table(work: Path) -> tuple[Table, dict[str, float]]:
+    many, one = one_request_cases(TESTS), one_request_cases(1)
+    projects = {
+        "toolnexus": write_project(work / "per-test-toolnexus", many, "toolnexus"),
+        "mock": write_project(work / "per-test-mock", many, "mock"),
+        "mounted": write_project(work / "per-test-mock-mounted", many, "mock-mounted"),
+        "toolnexus1": write_project(work / "per-test-toolnexus-1", one, "toolnexus"),
+        "mock1": write_project(work / "per-test-mock-1", one, "mock"),
+    }
+    expected = {name: 1 if name.endswith("1") else TESTS for name in projects}
+    for folder in projects.values():  # warm-up: compiles the test files, fills the disk cache
+        run_pytest(folder, "--collect-only")
+    outcomes: dict[str, list[Outcome]] = {name: [] for name in projects}
+    for _ in range(TEST_ROUNDS):
+        for name, folder in projects.items():
+            outcomes[name].append(run_pytest(folder))
+    failed = [
+        f"{name}: {o.tail}"
+        for name, runs in outcomes.items()
+        for o in runs
+        if not o.all_passed(expected[name])
+    ]
+    wall = {name: median([o.wall for o in runs]) for name, runs in outcomes.items()}
+    over_mock = (wall["toolnexus"] - wall["mock"]) / TESTS * 1e3
+    over_mounted = (wall["toolnexus"] - wall["mounted"]) / TESTS * 1e3
+    fixed = (wall["toolnexus1"] - wall["mock1"]) * 1e3
+    marginal = (
+        ((wall["toolnexus"] - wall["mock"]) - (wall["toolnexus1"] - wall["mock1"]))
+        / (TESTS - 1)
+        * 1e3
+    )
+    tls = (wall["mounted"] - wall["mock"]) / TESTS * 1e3
+
+    def passed(name: str) -> str:
+        return "all" if all(o.all_passed(expected[name]) for o in outcomes[name]) else "NOT ALL"
+
+    table = Table(
+        f"6b. Per test: {TESTS} tests, each replaying one request, against the same tests on "
+        f"an httpx MockTransport (median of {TEST_ROUNDS} interleaved pytest runs)",
+        ["project", "tests", "passed", "wall s", "ms per test", "goal", ""],
+    )
+    table.add(
+        "A: httpx.Client(transport=MockTransport(...))",
+        TESTS,
+        passed("mock"),
+        f"{wall['mock']:.3f}",
+        "",
+        "",
+        "",
+    )
+    table.add(
+        'B: httpx.Client(mounts={"all://": MockTransport(...)})',
+        TESTS,
+        passed("mounted"),
+        f"{wall['mounted']:.3f}",
+        f"{tls:.3f} over A",
+        "",
+        "info",
+    )
+    table.add(
+        "@pytest.mark.cassette + httpx.Client(), virtual timing",
+        TESTS,
+        passed("toolnexus"),
+        f"{wall['toolnexus']:.3f}",
+        f"{over_mock:.3f} over A",
+        f"<= {PER_TEST_GOAL_MS:.0f} ms",
+        verdict(over_mock <= PER_TEST_GOAL_MS and not failed),
+    )
+    table.add(
+        "  the same, over B (the plugin's own cost)",
+        "",
+        "",
+        "",
+        f"{over_mounted:.3f} over B",
+        f"<= {PER_TEST_GOAL_MS:.0f} ms",
+        verdict(over_mounted <= PER_TEST_GOAL_MS and not failed),
+    )
+    table.add(
+        "  1 test: the first use (imports, first clock install)",
+        1,
+        passed("toolnexus1"),
+        f"{wall['toolnexus1']:.3f}",
+        f"{fixed:.1f} once",
+        "",
+        "info",
+    )
+    table.add(
+        f"  over A, first use taken out: ({TESTS} tests - 1 test) / {TESTS - 1}",
+        "",
+        "",
+        "",
+        f"{marginal:.3f}",
+        "",
+        "info",
+    )
+    table.note(
+        "ms per test = (cassette wall - baseline wall) / tests; each wall is a whole "
+        "`python -m pytest -q -p no:randomly -p no:cacheprovider` process, plugin loaded in all."
+    )
+    table.note(
+        "B builds what httpx.Client() builds (an HTTPTransport and its TLS context: certifi's "
+        "bundle loaded by ssl.create_default_context), which the cassette test's httpx.Client() "
+        "pays too, since the patch leaves the client's transport in place; B - A is that cost."
+    )
+    table.note(
+        f"1-test MockTransport project (A): {wall['mock1']:.3f} s. A cassette test loads a "
+        "1-interaction msgpack cassette, installs the virtual clock and the client patches, "
+        "matches the request, plays the answer, checks for unused interactions and uninstalls."
+    )
+    for line in failed[:3]:
+        table.note(f"FAILED RUN: {line}")
+    figures = {"per_test_ms": over_mock, "own_per_test_ms": over_mounted, "marginal_ms": marginal}
+    return table, figures
+
+
+def run(work: Path) -> tuple[list[Table], dict[str, float]]:
+    startup, figures = _startup_table(work)
+    per_test, more = _per_test_table(work)
+    return [startup, per_test], {**figures, **more}
+
+
+if __name__ == "__main__":
+    from _common import remove_work_dir, work_dir
+
+    work = work_dir()
+    try:
+        for t in run(work)[0]:
+            print(t.render())
+            print()
+    finally:
+        remove_work_dir(work)
