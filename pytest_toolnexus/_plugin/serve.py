@@ -20,6 +20,7 @@ import pytest
 from pytest_toolnexus._patching.httpx import DirectLive, patch_http_clients
 from pytest_toolnexus._patching.install import Installation
 from pytest_toolnexus._patching.libraries import patch_libraries
+from pytest_toolnexus._patching.tls import share_default_tls
 from pytest_toolnexus._safety.tripwire import Unserved, arm_tripwire
 from pytest_toolnexus._seam.errors import CassetteError
 from pytest_toolnexus._seam.transport import TransportRequest
@@ -212,6 +213,10 @@ def serve(
         undo.enter_context(installation)
         installation.add(patch_http_clients, session, options.allow_hosts)
         installation.add(patch_libraries, session, options.allow_hosts)
+        if session.replay_only and not options.allow_hosts:
+            # No connection can open while this test runs, so the clients it makes need no
+            # TLS context of their own (making one costs more than the rest of the test).
+            installation.add(share_default_tls)
         installation.add(
             arm_tripwire,
             cassette=shown(config, path),
