@@ -61,10 +61,18 @@ def _cli_options(config: pytest.Config) -> dict[str, Any]:
     }
 
 
+# The ini file's layer and the command line's values, read once per run: neither changes.
+_INI_LAYER: Final = pytest.StashKey[CassetteOptions]()
+_CLI_VALUES: Final = pytest.StashKey[dict[str, Any]]()
+
+
 def _options(item: pytest.Item, config_fixture: Mapping[str, Any]) -> CassetteOptions:
     config = item.config
     try:
-        options = layer(CassetteOptions(), _ini_options(config), "the ini file")
+        options = config.stash.get(_INI_LAYER, None)
+        if options is None:
+            options = layer(CassetteOptions(), _ini_options(config), "the ini file")
+            config.stash[_INI_LAYER] = options
         options = layer(options, config_fixture, "the cassette_config fixture")
         for marker in reversed(list(item.iter_markers("cassette"))):
             values = dict(marker.kwargs)
@@ -75,7 +83,10 @@ def _options(item: pytest.Item, config_fixture: Mapping[str, Any]) -> CassetteOp
                     )
                 values["name"] = marker.args[0]
             options = layer(options, values, "@pytest.mark.cassette")
-        return layer(options, _cli_options(config), "the command line")
+        cli = config.stash.get(_CLI_VALUES, None)
+        if cli is None:
+            cli = config.stash[_CLI_VALUES] = _cli_options(config)
+        return layer(options, cli, "the command line")
     except TypeError as exc:
         raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
 
@@ -125,6 +136,7 @@ def serve(
         )
         record = "none"
     path = _cassette_path(item, options)
+    where = shown(config, path)  # the cassette as reports name it
     if options.max_age is not None and record != "all" and path.exists():
         blocked = _in_ci() and config.getoption("cassette_record") is None
         record = _check_expiry(item, path, options, record, recording_allowed=not blocked)
@@ -194,7 +206,7 @@ def serve(
             and any(not sent.replayed for sent in session.requests)
         ):
             session.discard_recording()
-            config.stash[STATS].discarded.add(shown(config, path))
+            config.stash[STATS].discarded.add(where)
 
     unserved = Unserved()
     # Everything process-wide goes on through one installation, which claims the process
@@ -203,7 +215,7 @@ def serve(
     # teardown step, KeyboardInterrupt). pytest's monkeypatch is not used for these patches:
     # they must come off together with the clock and the tripwire, in one order, before the
     # cassette is written, and outside pytest (use_cassette, conformance.served) as well.
-    installation = Installation(f"the cassette {shown(config, path)} of test {item.nodeid}")
+    installation = Installation(f"the cassette {where} of test {item.nodeid}")
     with contextlib.ExitStack() as undo:
         undo.callback(report)
         undo.callback(live.close)
@@ -219,7 +231,7 @@ def serve(
             installation.add(share_default_tls)
         installation.add(
             arm_tripwire,
-            cassette=shown(config, path),
+            cassette=where,
             mode=session.record_mode,
             allow_hosts=options.allow_hosts,
             recording=not session.replay_only,

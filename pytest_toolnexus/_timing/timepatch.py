@@ -308,9 +308,13 @@ def install(clock: VirtualClock, modules: Iterable[types.ModuleType] = ()) -> Ca
         watched = _watched_sleeps()
         sites = _sleep_sites(watched)
         for module in modules:
+            namespace = vars(module)
+            # Most modules hold no sleep at all, which is decided in C (as _SleepSites does).
+            if watched.keys().isdisjoint(map(id, list(namespace.values()))):
+                continue
             sites += [
                 (module, key, value)
-                for key, value in list(vars(module).items())
+                for key, value in list(namespace.items())
                 if _is_watched(value, watched)
             ]
         for module, key, value in sites:
