@@ -424,15 +424,16 @@ class Index:
         for interaction in existing:
             self.add(interaction, played=False)
 
-    def _file_bytes(self, request: RecordedRequest, key: tuple[Any, ...]) -> None:
+    @staticmethod
+    def _encoded(request: RecordedRequest) -> bytes | None:
+        """A recorded JSON body as a client sends it (compact), or None."""
         body = request.body
-        if not isinstance(body, JsonBody) or not self.rules.keys_by_bytes:
-            return
+        if not isinstance(body, JsonBody):
+            return None
         try:
-            encoded = encode_json(body.value)
+            return encode_json(body.value)
         except (TypeError, ValueError, RecursionError, OverflowError):
-            return  # a damaged value: the slow path reports it
-        self._by_bytes.setdefault((request.method.upper(), request.url, encoded), key)
+            return None  # a damaged value: the key's own walk reports it
 
     def _key_of(self, request: TransportRequest) -> tuple[Any, ...]:
         """``rules.key_of_request(request)``, from the bytes when they were seen before."""
@@ -459,12 +460,17 @@ class Index:
         position = len(self.interactions)
         self.interactions.append(interaction)
         self.played.append(played)
-        key = self.rules.key_of_recorded(interaction.request)
+        request = interaction.request
+        # Masked always (unlike a live body): the walk is also the load's check that a stored
+        # body is not nested past what matching can compare.
+        key = self.rules.key_of_recorded(request)
+        encoded = self._encoded(request)
         if played:
             self._played_by_key.setdefault(key, []).append(position)
         else:
             self._queues.setdefault(key, deque()).append(position)
-        self._file_bytes(interaction.request, key)
+        if encoded is not None and self.rules.keys_by_bytes:
+            self._by_bytes.setdefault((request.method.upper(), request.url, encoded), key)
         return position
 
     def take(self, request: TransportRequest) -> int | None:

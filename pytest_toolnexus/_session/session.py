@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import functools
 import os
 import threading
 import types
@@ -390,6 +391,12 @@ class CassetteSession(RequestPath):
         await self.aclose()
 
 
+@functools.lru_cache(maxsize=256)
+def _http_date(text: str) -> float:
+    """An HTTP date as a POSIX time (cached: a suite's cassettes share few distinct dates)."""
+    return email.utils.parsedate_to_datetime(text).timestamp()
+
+
 def _epoch_of(meta: Mapping[str, Any], interactions: list[Interaction]) -> float | None:
     """The wall time at which virtual replay starts: the first recorded ``Date`` header, else
     the recording's start, so HTTP-date ``Retry-After`` values read as they did live."""
@@ -398,7 +405,7 @@ def _epoch_of(meta: Mapping[str, Any], interactions: list[Interaction]) -> float
         date = response.headers.get("date") if response is not None else None
         if date:
             try:
-                return email.utils.parsedate_to_datetime(date).timestamp()
+                return _http_date(date)
             except (TypeError, ValueError, OverflowError):
                 break
     epoch = meta.get("clock_epoch")
