@@ -1,14 +1,14 @@
-"""The ``mcp`` SDK's legacy SSE transport (``mcp.client.sse.sse_client``), recorded.
+"""The ``mcp`` SDK's legacy SSE transport (``mcp.client.sse.sse_client``), recorded and
+replayed with the server stopped.
 
 Over this transport the client opens one long GET ``/sse`` and POSTs each message to the
 endpoint it announces; the server's answers and notifications all come back on the GET. The
 recording keeps that stream with each event's time, from the GET.
 
-Replaying it is not supported yet, and the second test says so (strict xfail): the replayed
-stream delivers every piece at its recorded time on the virtual clock, so it runs ahead of the
-POSTs whose answers it carries (the answer to ``tools/list`` arrives before the client sent
-it), and reading past the last recorded event of a stream the client closed raises
-``ReplayError``, where the live server would have kept the stream open.
+Replaying it needs two things of the replay (issue 16, point 3): the stream must not run ahead
+of the POSTs its events answer (the virtual clock moves on only once no other task is ready to
+run), and a stream the client closed while it was recorded stays open, as the live server kept
+it, until the recorded moment the client closed it.
 """
 
 import asyncio
@@ -83,20 +83,29 @@ def test_the_sse_stream_of_an_mcp_session_keeps_each_progress_events_time(record
         assert sent - received_at <= body.events[n]["t"] / 1000 <= called - before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a replayed SSE stream runs ahead of the POSTs it answers, and reading past the "
-    "last event of a stream the client closed raises ReplayError (issue 16)",
-)
 def test_an_mcp_session_over_sse_replays_with_the_server_stopped(recorded):
     cassette, server, (text, _, _) = recorded
+    (stream,) = [i for i in load_cassette(cassette).interactions if i.request.method == "GET"]
+    stored = [
+        e["t"] / 1000
+        for e in stream.response.body.events
+        if isinstance(e.get("data"), dict) and e["data"].get("method") == "notifications/progress"
+    ]
 
     with use_cassette(cassette) as session:
         undo = patch_http_clients(session)
         try:
-            replayed, seen, _ = asyncio.run(call_count(server.url, time.monotonic))
+            replayed, seen, before = asyncio.run(call_count(server.url, time.monotonic))
         finally:
             undo()
+        sleeps = list(session.clock.sleeps)
 
     assert replayed == text
     assert [value for value, _ in seen] == [float(n) for n in range(1, STEPS + 1)]
+    # Each progress callback ran at its event's stored time on the virtual clock, counted from
+    # the GET (which went out at ``before``: nothing waited in between).
+    for (_, called), t in zip(seen, stored, strict=True):
+        assert called - before == pytest.approx(t, abs=1e-6)
+    assert sleeps == []  # the client made no wait of its own for the clock to stand in for
+    # Every recorded POST was answered from the cassette.
+    assert all(r.replayed for r in session.requests)

@@ -5,6 +5,7 @@ clock, recorded errors raised again, and each interaction played once, in order.
 import socket
 import time
 
+import anyio
 import httpx
 import httpx2
 import pytest
@@ -456,6 +457,75 @@ def test_an_incomplete_stream_closed_where_recording_stopped_is_fine(tmp_path):
         first, second = next(pieces), next(pieces)
 
     assert (first, second) == tuple(encode_sse_event(event) for event in EVENTS[:2])
+
+
+def test_an_async_incomplete_stream_stays_open_until_the_recorded_close(tmp_path):
+    """A stream the client closed at t_end while it was recorded stays open in replay until
+    t_end on the virtual clock, as the live server kept it: a client that reads on, waiting
+    for the work of another task, and closes it then, reads no further and gets no error."""
+    path = save(
+        tmp_path,
+        Interaction(
+            recorded_request(),
+            sse_response(OFFSETS_MS[:2], EVENTS[:2], complete=False, t_end=5000.0),
+        ),
+    )
+
+    async def client():
+        async with use_cassette(path) as session:
+            response = await session.async_transport(request())
+            stream = response.body
+            got, closed_at = [], []
+            start = time.monotonic()
+            both = anyio.Event()
+
+            async def reader():
+                async for piece in stream:
+                    got.append((piece, time.monotonic() - start))
+                    if len(got) == 2:
+                        both.set()
+
+            async def closer():
+                await both.wait()
+                for _ in range(20):  # the client's own work with what it got, then it hangs up
+                    await anyio.lowlevel.checkpoint()
+                closed_at.append(time.monotonic() - start)
+                group.cancel_scope.cancel()
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(reader)
+                group.start_soon(closer)
+            await stream.aclose()
+            return got, closed_at
+
+    got, closed_at = anyio.run(client)
+
+    assert [piece for piece, _ in got] == [encode_sse_event(e) for e in EVENTS[:2]]
+    assert [round(t, 6) for _, t in got] == [o / 1000 for o in OFFSETS_MS[:2]]
+    assert closed_at == [pytest.approx(0.08)]  # long before the recorded close at 5 s
+
+
+def test_an_async_incomplete_stream_still_read_at_the_recorded_close_is_a_replay_error(
+    tmp_path,
+):
+    path = save(
+        tmp_path,
+        Interaction(
+            recorded_request(),
+            sse_response(OFFSETS_MS[:2], EVENTS[:2], complete=False, t_end=5000.0),
+        ),
+    )
+
+    async def client():
+        async with use_cassette(path) as session:
+            response = await session.async_transport(request())
+            start = time.monotonic()
+            with pytest.raises(ReplayError, match="stopped reading after 2 piece"):
+                async for _ in response.body:
+                    pass
+            return time.monotonic() - start
+
+    assert anyio.run(client) == pytest.approx(5.0)  # held open until then, on virtual time
 
 
 # -- order and repeats ------------------------------------------------------------------------

@@ -610,3 +610,32 @@ def test_a_sessions_elapsed_is_the_exact_sum_of_its_virtual_waits(tmp_path, base
         total += seconds
     assert session.elapsed == total
     session.close()
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_time_moves_on_only_once_the_other_tasks_have_nothing_left_to_run(backend):
+    """A replayed piece waits on the clock; another task with many steps of work before it
+    waits (a request it was about to send) finishes them first, at the old time: the clock
+    does not stop after a fixed number of checkpoints."""
+    clock = VirtualClock()
+    seen = []
+
+    async def main():
+        start = clock.now()
+
+        async def piece():
+            await clock.await_until(start + 1.0)
+            seen.append(("piece", clock.now() - start))
+
+        async def busy():
+            for _ in range(50):
+                await anyio.lowlevel.checkpoint()
+            seen.append(("busy", clock.now() - start))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(piece)
+            group.start_soon(busy)
+
+    anyio.run(main, backend=backend)
+
+    assert seen == [("busy", 0.0), ("piece", 1.0)]

@@ -301,6 +301,10 @@ class _Delivery:
             yield self._due(plan.error.t), None
             raise _error(plan.error)
         if not plan.complete:
+            # The client closed this stream at ``end`` while it was recorded, and a live
+            # server kept it open until then: so does replay. A client that is still reading
+            # at that moment reads past what was recorded.
+            yield self._due(plan.end), None
             raise _incomplete(self._count)
         yield self._due(plan.end), None
 

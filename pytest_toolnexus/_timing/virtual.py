@@ -7,6 +7,8 @@ sleep functions while a session runs; docs/timing.md lists what that covers.
 
 from __future__ import annotations
 
+import asyncio
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +24,52 @@ __all__ = ["Sleep", "VirtualClock"]
 
 _MAX_SPINS: Final = 200
 _SETTLE: Final = 3
+_TRIO_SETTLE_SECONDS: Final = 0.25  # real time: a bound, not a pace
+
+
+async def _settle() -> None:
+    """Return once no other task of the running event loop is ready to run.
+
+    trio says so itself (``wait_all_tasks_blocked``). asyncio's ready queue is read after each
+    checkpoint: at least _SETTLE of them, then until it holds nothing, at most _MAX_SPINS.
+    Elsewhere, _SETTLE checkpoints. Either way the wait is bounded: a task that never blocks
+    cannot hold the clock still.
+    """
+    if _in_trio():
+        import trio.testing
+
+        with trio.move_on_after(_TRIO_SETTLE_SECONDS):
+            await trio.testing.wait_all_tasks_blocked()
+        return
+    for spin in range(_MAX_SPINS):
+        await anyio.lowlevel.checkpoint()
+        if spin + 1 >= _SETTLE and not _others_runnable():
+            return
+
+
+def _in_trio() -> bool:
+    trio = sys.modules.get("trio")
+    if trio is None:
+        return False
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:  # not inside trio.run
+        return False
+    return True
+
+
+def _others_runnable() -> bool:
+    """Whether another task of the running asyncio loop is ready to run now (its ready queue,
+    ``BaseEventLoop._ready``). Where that cannot be read (another loop), False: the caller
+    then settles for its fixed number of checkpoints."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    if loop is not None:
+        ready = getattr(loop, "_ready", None)
+        return ready is not None and len(ready) > 0
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,9 +159,10 @@ class VirtualClock:
         if cancel is not None:
             cancel.raise_if_cancelled()
         if deadline > self.now():
-            # Let the other tasks finish what the last piece gave them before time moves on.
-            for _ in range(_SETTLE):
-                await anyio.lowlevel.checkpoint()
+            # Time moves on only once the other tasks have done what they can without it
+            # (what the last piece gave them, a request they were about to send): a replayed
+            # stream must not run ahead of the requests its pieces answer.
+            await _settle()
         self.advance_to(deadline)
         await anyio.lowlevel.checkpoint()
 
