@@ -24,7 +24,7 @@ __all__ = ["Sleep", "VirtualClock"]
 
 _MAX_SPINS: Final = 200
 _SETTLE: Final = 3
-_TRIO_SETTLE_SECONDS: Final = 0.25  # real time: a bound, not a pace
+_TRIO_SETTLE_SECONDS: Final = 1.0  # real time: a bound, not a pace
 
 
 async def _settle() -> None:
