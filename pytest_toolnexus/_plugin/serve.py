@@ -194,7 +194,7 @@ def serve(
 
     def report() -> None:
         if started:
-            _report(item, session, options)
+            _report(item, session, options, where)
 
     def keep_or_discard() -> None:
         # A test that failed while recording leaves no cassette behind unless asked to; a
@@ -291,9 +291,10 @@ def _check_expiry(
     return record
 
 
-def _report(item: pytest.Item, session: CassetteSession, options: CassetteOptions) -> None:
+def _report(
+    item: pytest.Item, session: CassetteSession, options: CassetteOptions, where: str
+) -> None:
     stats = item.config.stash[STATS]
-    where = shown(item.config, session.path)
     stats.used.add(where)
     if any(r.replayed for r in session.requests):
         stats.replayed.add(where)

@@ -3,6 +3,7 @@ the marker, then the command line; and the default cassette file name for a test
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -227,6 +228,16 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1024)
+def _folder_of(base_dir: Path, rootdir: Path, test_path: Path) -> Path:
+    """The cassette folder of a test file (cached: every test of a module asks for it)."""
+    try:
+        relative = test_path.relative_to(rootdir)
+    except ValueError:
+        relative = Path(test_path.name)
+    return base_dir / relative.with_suffix("")
+
+
 def default_cassette_path(
     base_dir: Path, rootdir: Path, test_path: Path, test_name: str, name: str | None
 ) -> Path:
@@ -235,11 +246,7 @@ def default_cassette_path(
     A ``name`` with a slash is taken relative to ``base_dir`` instead; a name is used as given
     (after making it safe), so tests can share a cassette by naming the same one.
     """
-    try:
-        relative = test_path.relative_to(rootdir)
-    except ValueError:
-        relative = Path(test_path.name)
-    folder = base_dir / relative.with_suffix("")
+    folder = _folder_of(base_dir, rootdir, test_path)
     if name is None:
         return folder / f"{cassette_file_name(test_name)}.msgpack"
     problem = name_problem(name)
