@@ -639,3 +639,30 @@ def test_time_moves_on_only_once_the_other_tasks_have_nothing_left_to_run(backen
     anyio.run(main, backend=backend)
 
     assert seen == [("busy", 0.0), ("piece", 1.0)]
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_long_sleep_in_one_task_does_not_jump_past_a_piece_due_earlier_in_another(backend):
+    """Waits wake in deadline order whoever made them: a replayed piece due at 80 ms is handed
+    over at 80 ms though another task sleeps 2 s meanwhile, and the sleeper wakes at 2 s."""
+    clock = VirtualClock()
+    seen = []
+
+    async def main():
+        start = clock.now()
+
+        async def piece():
+            await clock.await_until(start + 0.08)
+            seen.append(("piece", round(clock.now() - start, 6)))
+
+        async def sleeper():
+            await clock.async_sleep(2.0, "anyio.sleep")
+            seen.append(("sleeper", round(clock.now() - start, 6)))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(sleeper)  # first, so that it would win a race
+            group.start_soon(piece)
+
+    anyio.run(main, backend=backend)
+
+    assert seen == [("piece", 0.08), ("sleeper", 2.0)]

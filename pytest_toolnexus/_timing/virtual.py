@@ -25,6 +25,7 @@ __all__ = ["Sleep", "VirtualClock"]
 _MAX_SPINS: Final = 200
 _SETTLE: Final = 3
 _TRIO_SETTLE_SECONDS: Final = 1.0  # real time: a bound, not a pace
+_RECHECK: Final = 0.05  # real seconds between looks of a wait blocked behind an earlier one
 
 
 async def _settle() -> None:
@@ -97,6 +98,8 @@ class VirtualClock:
         self._lock = threading.Lock()
         self._followers: list[Callable[[float], None]] = []
         self._sleepers: dict[int, float] = {}
+        # ticket -> (thread, event) of an async wait blocked until an earlier one leaves
+        self._wakers: dict[int, tuple[int, anyio.Event]] = {}
         self._ticket = 0
         self.sleeps: list[Sleep] = []
 
@@ -161,9 +164,17 @@ class VirtualClock:
         if deadline > self.now():
             # Time moves on only once the other tasks have done what they can without it
             # (what the last piece gave them, a request they were about to send): a replayed
-            # stream must not run ahead of the requests its pieces answer.
-            await _settle()
-        self.advance_to(deadline)
+            # stream must not run ahead of the requests its pieces answer. The deadline joins
+            # the sleepers', so that waits wake in deadline order whoever made them: a task's
+            # 2 s sleep does not jump past a piece due in 80 ms.
+            ticket = self._enter(deadline)
+            try:
+                await self._turn(ticket, settle=True)
+                self.advance_to(deadline)
+            finally:
+                self._leave(ticket)
+        else:
+            self.advance_to(deadline)
         await anyio.lowlevel.checkpoint()
 
     # -- sleeps made by the code under test ---------------------------------------------------
@@ -176,26 +187,63 @@ class VirtualClock:
         self.advance(seconds)
 
     async def async_sleep(self, seconds: float, kind: str) -> None:
-        """An async sleep: other tasks that slept earlier wake first, then the clock jumps."""
+        """An async sleep: waits due earlier (other sleeps, replayed pieces) wake first, then
+        the clock jumps."""
         seconds = max(float(seconds), 0.0)
         self.sleeps.append(Sleep(kind, self._elapsed, seconds))
         deadline = self.now() + seconds
-        with self._lock:
-            self._ticket += 1
-            ticket = self._ticket
-            self._sleepers[ticket] = deadline
+        ticket = self._enter(deadline)
         try:
             await anyio.lowlevel.checkpoint()
-            for _ in range(_MAX_SPINS):
-                with self._lock:
-                    earliest = min(self._sleepers.items(), key=lambda item: (item[1], item[0]))
-                if earliest[0] == ticket:
-                    break
-                await anyio.lowlevel.checkpoint()
+            # As a real sleep lets every other task run first: time jumps once they are idle.
+            await self._turn(ticket, settle=True)
             self.advance_to(deadline)
         finally:
+            self._leave(ticket)
+
+    # -- the order of async waits -------------------------------------------------------------
+
+    def _enter(self, deadline: float) -> int:
+        with self._lock:
+            self._ticket += 1
+            self._sleepers[self._ticket] = deadline
+            return self._ticket
+
+    def _leave(self, ticket: int) -> None:
+        """Drop ``ticket``'s wait, and wake every wait blocked behind it to look again."""
+        with self._lock:
+            self._sleepers.pop(ticket, None)
+            woken, self._wakers = self._wakers, {}
+        here = threading.get_ident()
+        for thread, event in woken.values():
+            if thread == here:  # an event of another thread's loop is not ours to set
+                event.set()
+
+    def _first(self, ticket: int) -> bool:
+        with self._lock:
+            earliest = min(self._sleepers.items(), key=lambda item: (item[1], item[0]))
+        return earliest[0] == ticket
+
+    async def _turn(self, ticket: int, *, settle: bool) -> None:
+        """Return when ``ticket`` is the earliest wait (ties: the first made), after the other
+        tasks have settled when ``settle``. A wait that is not first blocks, instead of
+        spinning, until an earlier one leaves: a settle then sees it as idle. It looks again
+        every _RECHECK seconds of real time at most, so a wait in another thread's loop, or
+        one that went away unseen, cannot hold it for good."""
+        while True:
+            if self._first(ticket):
+                if settle:
+                    await _settle()
+                    if not self._first(ticket):
+                        continue  # an earlier wait came while the others settled
+                return
+            event = anyio.Event()
             with self._lock:
-                self._sleepers.pop(ticket, None)
+                self._wakers[ticket] = (threading.get_ident(), event)
+            if self._first(ticket):  # the earlier one left before the waker was in place
+                continue
+            with anyio.move_on_after(_RECHECK):
+                await event.wait()
 
     def __repr__(self) -> str:
         return f"VirtualClock(elapsed={self._elapsed:.3f}s)"
