@@ -42,7 +42,9 @@ import time
 
 import aiohttp
 import httpx
+import httpx._transports.default
 import httpx2
+import httpx2._transports.default
 import urllib3.connectionpool
 
 def current():
@@ -53,6 +55,8 @@ def current():
         "httpx.Client._transport_for_url": httpx.Client.__dict__["_transport_for_url"],
         "httpx2.AsyncClient._transport_for_url":
             httpx2.AsyncClient.__dict__["_transport_for_url"],
+        "httpx create_ssl_context": httpx._transports.default.create_ssl_context,
+        "httpx2 create_ssl_context": httpx2._transports.default.create_ssl_context,
         "socket.getaddrinfo": socket.getaddrinfo,
         "httpx.HTTPTransport.handle_request": httpx.HTTPTransport.__dict__["handle_request"],
         "httpx.AsyncHTTPTransport.handle_async_request":
