@@ -15,16 +15,18 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Final, TextIO
 
 from pytest_toolnexus._version import __version__
 
 if TYPE_CHECKING:
     from .import_vcr_fixture import AnsweredRequest
 
-__all__ = ["main"]
+__all__ = ["PREVIEW", "main"]
 
-_PREVIEW = 100  # show.PREVIEW, which --help names without importing show
+PREVIEW: Final = 100
+"""Characters of each stream row's text in ``show``, unless ``--width`` says otherwise (here,
+not in show.py, so that ``--help`` can name it without importing show)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -59,9 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument(
         "--width",
         type=_width,
-        default=_PREVIEW,
+        default=PREVIEW,
         metavar="N",
-        help=f"characters of each stream row's text (default {_PREVIEW})",
+        help=f"characters of each stream row's text (default {PREVIEW})",
     )
     show.add_argument(
         "--no-path",

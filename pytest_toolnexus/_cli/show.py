@@ -24,10 +24,10 @@ from pytest_toolnexus._store.cassette import (
     load_cassette,
 )
 
-__all__ = ["PREVIEW", "show"]
+from .main import PREVIEW
 
-PREVIEW: Final = 100
-"""Characters of each stream row's text, unless ``--width`` says otherwise."""
+__all__ = ["show"]
+
 _BAR: Final = 40
 
 
