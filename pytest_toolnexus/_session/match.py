@@ -418,8 +418,10 @@ class Index:
     played: list[bool] = field(default_factory=list)
     _by_bytes: dict[tuple[str, str, bytes], tuple[Any, ...]] = field(default_factory=dict)
     _remembered: int = 0
+    _fast: bool = False
 
     def __post_init__(self) -> None:
+        self._fast = self.rules.keys_by_bytes
         existing, self.interactions = self.interactions, []
         for interaction in existing:
             self.add(interaction, played=False)
@@ -440,7 +442,7 @@ class Index:
         content = request.content
         fast = (
             content is not None
-            and self.rules.keys_by_bytes
+            and self._fast
             and "content-encoding" not in request.headers
             and is_json_type(request.headers.get("content-type", ""))
         )
@@ -464,13 +466,14 @@ class Index:
         # Masked always (unlike a live body): the walk is also the load's check that a stored
         # body is not nested past what matching can compare.
         key = self.rules.key_of_recorded(request)
-        encoded = self._encoded(request)
         if played:
             self._played_by_key.setdefault(key, []).append(position)
         else:
             self._queues.setdefault(key, deque()).append(position)
-        if encoded is not None and self.rules.keys_by_bytes:
-            self._by_bytes.setdefault((request.method.upper(), request.url, encoded), key)
+        if self._fast:  # encoded only where the bytes can stand for the key
+            encoded = self._encoded(request)
+            if encoded is not None:
+                self._by_bytes.setdefault((request.method.upper(), request.url, encoded), key)
         return position
 
     def take(self, request: TransportRequest) -> int | None:
