@@ -3,7 +3,9 @@ the same input always gives the same bytes, a broken or newer file is a typed er
 file and never an empty cassette, and writes are atomic.
 """
 
+import dataclasses
 import os
+import pickle
 import random
 from pathlib import Path
 
@@ -137,6 +139,29 @@ def test_every_interaction_survives_save_and_load(saved):
     assert loaded.interactions == saved.interactions
     assert loaded.meta == {"note": "x"}
     assert loaded.path == saved.path
+
+
+def test_a_loaded_interaction_stands_for_the_interaction_it_was_saved_from(saved):
+    loaded = load_cassette(saved.path).interactions
+    original = saved.interactions
+
+    for mine, theirs in zip(loaded, original, strict=True):
+        assert isinstance(mine, Interaction)
+        assert mine == theirs
+        assert theirs == mine  # both ways round
+        assert (mine != theirs) is False
+        assert repr(mine) == repr(theirs)
+        copied = pickle.loads(pickle.dumps(mine))
+        assert type(copied) is Interaction
+        assert copied == theirs
+        assert dataclasses.replace(mine) == theirs
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            mine.request = theirs.request  # type: ignore[misc]
+    assert loaded[0] != loaded[1]
+    hashable = Interaction(original[0].request, error=RecordedError("ConnectError", "x", 1.0))
+    path = saved.path.with_name("hash.msgpack")
+    Cassette(path, [hashable]).save(unsafe_verbatim=True)
+    assert hash(load_cassette(path).interactions[0]) == hash(hashable)
 
 
 def test_sse_events_are_stored_parsed_with_every_field(saved):
@@ -433,17 +458,76 @@ BROKEN = {
 }
 
 
+# Damage inside an interaction's request or response, which loading leaves until first read.
+INSIDE = {
+    "missing-method": "request",
+    "bad-status": "response",
+    "unknown-body-kind": "request",
+    "negative-time": "response",
+    "header-not-a-pair": "request",
+}
+
+
 @pytest.mark.parametrize("case", list(BROKEN))
 def test_a_broken_file_is_a_format_error_naming_the_file(tmp_path, case):
     data = BROKEN[case]()
     path = write(tmp_path, data, f"{case}.msgpack")
 
+    read = (lambda: load_cassette(path).decode()) if case in INSIDE else lambda: load_cassette(path)
+
     with pytest.raises(CassetteFormatError) as caught:
-        load_cassette(path)
+        read()
 
     assert isinstance(caught.value, CassetteError)
     assert caught.value.path == str(path)
     assert str(path) in str(caught.value)
+    with pytest.raises(CassetteFormatError):
+        load_cassette(path, validate=True)
+
+
+@pytest.mark.parametrize("case", list(INSIDE))
+def test_a_damaged_part_raises_when_first_read_naming_file_and_interaction(tmp_path, case):
+    path = write(tmp_path, BROKEN[case](), f"{case}.msgpack")
+    cassette = load_cassette(path)  # the outline is sound: nothing is decoded yet
+    interaction = cassette.interactions[0]
+    other = "response" if INSIDE[case] == "request" else "request"
+
+    getattr(interaction, other)  # the sound part reads
+    with pytest.raises(CassetteFormatError, match="at interaction 0: ") as caught:
+        getattr(interaction, INSIDE[case])
+
+    assert caught.value.path == str(path)
+    assert str(path) in str(caught.value)
+    assert "record mode 'all'" in str(caught.value)
+    # Read again, it raises again: a damaged part is never remembered as decoded.
+    with pytest.raises(CassetteFormatError):
+        getattr(interaction, INSIDE[case])
+
+
+@pytest.mark.parametrize("case", list(INSIDE))
+@pytest.mark.parametrize("record", ["once", "new"])
+def test_a_recording_session_refuses_a_damaged_part_before_any_call(tmp_path, case, record):
+    path = write(tmp_path, BROKEN[case](), f"{case}.msgpack")
+
+    with pytest.raises(CassetteFormatError, match=r"at interaction 0: .*record mode 'all'"):
+        CassetteSession(path, record=record)
+
+
+def test_a_replay_session_reads_requests_when_it_opens_and_a_response_when_it_plays(tmp_path):
+    damaged_request = write(tmp_path, BROKEN["missing-method"](), "request.msgpack")
+    with pytest.raises(CassetteFormatError, match="at interaction 0: a request method"):
+        CassetteSession(damaged_request, record="none")
+
+    sound = every_kind()[1].to_doc()
+    damaged = {"request": {**sound["request"], "url": URL + "?n=2"}, "response": {"status": 999}}
+    path = write(tmp_path, packed(valid_doc(interactions=[sound, damaged])), "response.msgpack")
+    body = b'{"model":"m","stream":true}'
+    with CassetteSession(path, record="none", on_unused="ignore") as session:
+        json_type = [("content-type", "application/json")]
+        answer = session.transport(TransportRequest("POST", URL, json_type, body))
+        assert answer.status == 200  # the sound interaction plays
+        with pytest.raises(CassetteFormatError, match="at interaction 1: a response status"):
+            session.transport(TransportRequest("POST", URL + "?n=2", json_type, body))
 
 
 def test_the_timestamp_case_really_holds_a_timestamp():
@@ -458,8 +542,13 @@ def test_a_corrupt_interaction_names_its_position(tmp_path):
     doc = valid_doc(interactions=[every_kind()[1].to_doc(), corrupt_interaction(method=None)])
     path = write(tmp_path, packed(doc))
 
+    cassette = load_cassette(path)
+
+    assert cassette.interactions[0].request.method == every_kind()[1].request.method
     with pytest.raises(CassetteFormatError, match=r"at interaction 1: a request method"):
-        load_cassette(path)
+        cassette.interactions[1].request  # noqa: B018
+    with pytest.raises(CassetteFormatError, match=r"at interaction 1: a request method"):
+        load_cassette(path, validate=True)
 
 
 @pytest.mark.parametrize("record", ["none", "once", "new"])

@@ -5,12 +5,16 @@ gives the fix.
 """
 
 import ast
+import json
 import re
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_toolnexus._bridges.httpx import HTTPBridge
+from pytest_toolnexus._safety.redact import ACCOUNT_KEYS, mask_keys
 from pytest_toolnexus._seam.errors import CassetteMissError
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.transport import TransportRequest, TransportResponse
@@ -635,3 +639,36 @@ def test_repeats_are_served_by_bytes_too(cassette, parses):
     assert answers == [200, 200, 200]
     assert [r.interaction for r in session.requests] == [0, 0, 0]
     assert parses == []
+
+
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**40), 2**40)
+    | st.sampled_from(["user_id", '"user_id":', "org_id\\", "é", "x"]),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["user_id", "account_id", "organization", "org_id", "a", "é", 'q"']),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json_values)
+def test_the_key_of_a_recorded_body_is_that_of_its_masked_value(value):
+    rules = MatchRules()
+    masked = mask_keys(value, ACCOUNT_KEYS)
+    request = RecordedRequest("POST", "https://api.example.test/v1", body=JsonBody(value))
+    masked_request = RecordedRequest("POST", "https://api.example.test/v1", body=JsonBody(masked))
+
+    # The key skips the masking walk when the encoding shows no account key: it must still
+    # be the key of the masked value, and differ from the raw one wherever masking changed it.
+    assert rules.key_of_recorded(request) == rules.key_of_recorded(masked_request)
+    if masked != value:
+        raw = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        assert rules.key_of_recorded(request)[3] != raw

@@ -169,6 +169,7 @@ def show(path: Path, stream: TextIO, *, with_path: bool = True, width: int = PRE
 def _render(path: Path, out: TextIO, *, with_path: bool = True, width: int = PREVIEW) -> int:
     try:
         cassette = load_cassette(path)
+        cassette.decode()
     except CassetteError as exc:
         print(f"error: {exc}", file=out)
         return 1

@@ -212,7 +212,12 @@ class CassetteSession(RequestPath):
 
     def _load(self, record: RecordMode) -> Cassette:
         try:
-            return load_cassette(self.path)
+            cassette = load_cassette(self.path)
+            if record != "none":
+                # Decoded whole before any live call, so that a damaged part refuses the
+                # recording now. Replay-only decodes each response when it plays it.
+                cassette.decode()
+            return cassette
         except CassetteFormatError as exc:
             if record == "none":
                 raise

@@ -268,6 +268,103 @@ class Interaction:
         )
 
 
+# The slots behind Interaction's three fields, which a loaded interaction fills on first read.
+_SLOTS: Final = {name: Interaction.__dict__[name] for name in ("request", "response", "error")}
+_DAMAGE: Final = (MalformedCassette, ValueError, TypeError, RecursionError)
+
+
+def _part(name: str) -> property:
+    slot = _SLOTS[name]
+
+    def read(self: LoadedInteraction) -> Any:
+        try:
+            return slot.__get__(self, Interaction)
+        except AttributeError:  # not decoded yet
+            value = self._decode(name)
+            slot.__set__(self, value)
+            return value
+
+    def write(self: LoadedInteraction, value: Any) -> None:
+        # Only Interaction's own __init__ writes (through dataclasses.replace, say): the
+        # instance stays frozen to everyone else, as Interaction's __setattr__ sees to.
+        slot.__set__(self, value)
+
+    return property(read, write, doc=f"The interaction's {name}, decoded on first read.")
+
+
+@masked_repr
+class LoadedInteraction(Interaction):
+    """An :class:`Interaction` read from a file, whose request, response and error are decoded
+    from the stored document when first read, not when the file is loaded.
+
+    A session reads every request when it opens (to match them) and only the responses it
+    plays, so a test that plays five answers of a thousand decodes five responses. A part
+    whose shape is wrong raises :class:`CassetteFormatError` naming the file and the
+    interaction when it is first read; ``load_cassette(path, validate=True)`` reads them all.
+    It compares, hashes, prints and pickles as the plain :class:`Interaction` it stands for.
+    """
+
+    __slots__ = ("_doc", "_position", "_where")
+
+    _doc: dict[str, Any]
+    _position: int
+    _where: str
+
+    request = _part("request")
+    response = _part("response")
+    error = _part("error")
+
+    @classmethod
+    def _of(cls, doc: dict[str, Any], where: str, position: int) -> LoadedInteraction:
+        made = object.__new__(cls)
+        object.__setattr__(made, "_doc", doc)
+        object.__setattr__(made, "_position", position)
+        object.__setattr__(made, "_where", where)
+        return made
+
+    def _decode(self, name: str) -> Any:
+        try:
+            doc = self._doc
+        except AttributeError:  # made by __init__, which sets all three parts
+            raise AttributeError(name) from None
+        raw = doc.get(name)
+        try:
+            if name == "request":
+                return RecordedRequest.from_doc(raw)
+            if raw is None:
+                return None
+            if name == "response":
+                return RecordedResponse.from_doc(raw)
+            return RecordedError.from_doc(raw)
+        except _DAMAGE as exc:
+            raise CassetteFormatError(
+                f"cassette {self._where} is corrupt at interaction {self._position}: "
+                f"{damage_reason(exc)}; restore the file from version control, or record it "
+                "again with record mode 'all'",
+                path=self._where,
+            ) from exc
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Interaction):
+            return NotImplemented
+        return (self.request, self.response, self.error) == (
+            other.request,
+            other.response,
+            other.error,
+        )
+
+    __hash__ = Interaction.__hash__
+
+    def __repr__(self) -> str:
+        return (
+            f"Interaction(request={self.request!r}, response={self.response!r}, "
+            f"error={self.error!r})"
+        )
+
+    def __reduce__(self) -> tuple[type[Interaction], tuple[Any, ...]]:
+        return (Interaction, (self.request, self.response, self.error))
+
+
 # ---------------------------------------------------------------------------------------------
 # Files
 
@@ -303,10 +400,12 @@ class Cassette:
         return packed
 
     def validate(self) -> None:
-        """Check every part that loading leaves for later (stream events, lines and chunks).
+        """Check every part that loading leaves for later: each interaction's request, response
+        and error, and the events, lines and chunks of its streams.
 
         Raises :class:`CassetteFormatError` naming the file and the interaction.
         """
+        self.decode()
         for index, interaction in enumerate(self.interactions):
             response = interaction.response
             if response is None:
@@ -321,6 +420,16 @@ class Cassette:
                     f"cassette {self.path} is corrupt at interaction {index}: {damage_reason(exc)}",
                     path=str(self.path),
                 ) from exc
+
+    def decode(self) -> None:
+        """Decode every interaction's request, response and error now, as loading once did
+        (it leaves them until first read). Raises :class:`CassetteFormatError` naming the file
+        and the first damaged interaction. Stream events are left for :meth:`validate`."""
+        for interaction in self.interactions:
+            # Reading a part decodes a loaded interaction's, raising on damage.
+            interaction.request  # noqa: B018
+            interaction.response  # noqa: B018
+            interaction.error  # noqa: B018
 
     def save(self, *, allow_secrets: Iterable[str] = (), unsafe_verbatim: bool = False) -> None:
         """Redact, scan for secrets, then write atomically (a temp file beside the target,
@@ -442,15 +551,20 @@ class Cassette:
                 f"from 0 to {MAX_EPOCH:.0e}, found {brief(epoch)}",
                 path=where,
             )
+        # Each interaction's outline is checked now; its parts are decoded when first read.
         interactions: list[Interaction] = []
+        lazy = LoadedInteraction._of
         for index, item in enumerate(raw):
-            try:
-                interactions.append(Interaction.from_doc(item))
-            except (MalformedCassette, ValueError, TypeError, RecursionError) as exc:
-                raise CassetteFormatError(
-                    f"cassette {where} is corrupt at interaction {index}: {damage_reason(exc)}",
-                    path=where,
-                ) from exc
+            if type(item) is not dict:
+                problem = "an interaction must be a map"
+            elif (item.get("response") is None) == (item.get("error") is None):
+                problem = "an interaction needs exactly one of 'response' and 'error'"
+            else:
+                interactions.append(lazy(item, where, index))
+                continue
+            raise CassetteFormatError(
+                f"cassette {where} is corrupt at interaction {index}: {problem}", path=where
+            )
         return cls(path=path, interactions=interactions, meta=meta)
 
 
@@ -469,7 +583,10 @@ def load_cassette(path: str | os.PathLike[str], *, validate: bool = False) -> Ca
     Raises :class:`CassetteNotFoundError` when it does not exist, :class:`CassetteVersionError`
     when it is newer than this library, and :class:`CassetteFormatError` when it is empty,
     truncated, corrupt or not a cassette. A broken file is never read as an empty cassette.
-    Stream events are checked when replayed; ``validate=True`` checks them now.
+    Loading checks the document and each interaction's outline; an interaction's request,
+    response and error are decoded when first read (a session reads every request when it
+    opens, and a response when it plays it), and stream events when replayed, each raising
+    :class:`CassetteFormatError` there if damaged. ``validate=True`` checks them all now.
     """
     target = Path(path)
     try:

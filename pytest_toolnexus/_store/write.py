@@ -270,6 +270,9 @@ class RecordingWriter:
         if not self.path.exists():
             return None, None
         try:
-            return _cassette.load_cassette(self.path), None
+            # Decoded whole now: what the write keeps of it must not fail halfway through.
+            cassette = _cassette.load_cassette(self.path)
+            cassette.decode()
+            return cassette, None
         except CassetteError as exc:
             return None, str(exc).removeprefix(f"cassette {self.path} ")
