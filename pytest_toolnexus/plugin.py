@@ -19,6 +19,7 @@ import pytest
 from ._plugin import hookspecs as _hookspecs
 from ._plugin.choices import RECORD_MODES, TIMING_MODES, UNSERVED_POLICIES, UNUSED_POLICIES
 from ._plugin.shared import (
+    CALL_ERROR,
     CALL_FAILED,
     FAILED,
     RUN_ID,
@@ -233,10 +234,12 @@ def pytest_runtest_makereport(
     if report.when == "setup":  # each run of the item starts here, a rerun's too
         item.stash[FAILED] = False
         item.stash[CALL_FAILED] = False
+        item.stash[CALL_ERROR] = None
     if report.failed and report.when in ("setup", "call"):
         item.stash[FAILED] = True
         if report.when == "call":
             item.stash[CALL_FAILED] = True
+            item.stash[CALL_ERROR] = None if call.excinfo is None else call.excinfo.value
     return report
 
 

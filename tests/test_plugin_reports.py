@@ -359,3 +359,63 @@ def test_report_unused_files_lists_cassettes_on_disk_that_no_test_used(project):
             "*= 1 passed, 3 deselected in *",
         ]
     )
+
+
+def _damage_second_response(project):
+    """Give the second recorded interaction a status no response can have."""
+    import msgpack
+
+    (path,) = project.path.glob("cassettes/**/*.msgpack")
+    doc = msgpack.unpackb(path.read_bytes())
+    doc["interactions"][1]["response"]["status"] = 999
+    path.write_bytes(msgpack.packb(doc, use_bin_type=True))
+
+
+def test_damage_the_code_under_test_caught_still_fails_the_test(project, emulator):
+    project.makepyfile(test_damaged=TWO_CHATS)
+    run(project, "--cassette-record=once").assert_outcomes(passed=1)
+    _damage_second_response(project)
+    project.makepyfile(
+        test_damaged="""
+        import pytest
+
+
+        @pytest.mark.cassette
+        def test_chat(chat):
+            assert chat("first")
+            try:
+                chat("second")
+            except Exception:
+                pass  # a fallback, as code that retries or degrades has
+        """
+    )
+
+    result = run(project)
+
+    # The response is decoded when played, so the first one plays and the second fails; the
+    # teardown says why, though the test caught the error.
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ ERROR at teardown of test_chat _*",
+            "the cassette is damaged, and the test did not fail with that error*",
+            "cassette *test_chat.msgpack is corrupt at interaction 1: a response status must "
+            "be 100-599, found 999; restore the file from version control, or record it again "
+            "with record mode 'all'",
+        ]
+    )
+    assert len(emulator.requests) == 2  # both from the recording run
+
+
+def test_damage_the_test_fails_with_is_reported_once(project, emulator):
+    project.makepyfile(test_damaged=TWO_CHATS)
+    run(project, "--cassette-record=once").assert_outcomes(passed=1)
+    _damage_second_response(project)
+
+    result = run(project)
+
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*CassetteFormatError: cassette *test_chat.msgpack is corrupt at interaction 1: *"]
+    )
+    assert "the cassette is damaged, and the test did not fail" not in result.stdout.str()

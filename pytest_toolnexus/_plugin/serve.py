@@ -29,7 +29,16 @@ from pytest_toolnexus._store.cassette import Cassette, Interaction, RecordedRequ
 
 from .expiry import CassetteExpiredWarning, expiry
 from .settings import CassetteOptions, default_cassette_path, layer
-from .shared import CALL_FAILED, FAILED, RUN_ID, STATS, UnservedTrafficWarning, base_dir, shown
+from .shared import (
+    CALL_ERROR,
+    CALL_FAILED,
+    FAILED,
+    RUN_ID,
+    STATS,
+    UnservedTrafficWarning,
+    base_dir,
+    shown,
+)
 
 __all__ = ["serve"]
 
@@ -291,6 +300,18 @@ def _check_expiry(
     return record
 
 
+def _shows(raised: BaseException | None, error: BaseException) -> bool:
+    """Whether the failure of a test that raised ``raised`` shows ``error``: it is that error,
+    or one pytest prints in its chain of causes and contexts."""
+    seen: set[int] = set()
+    while raised is not None and id(raised) not in seen:
+        if raised is error:
+            return True
+        seen.add(id(raised))
+        raised = raised.__cause__ or raised.__context__
+    return False
+
+
 def _report(
     item: pytest.Item, session: CassetteSession, options: CassetteOptions, where: str
 ) -> None:
@@ -303,6 +324,13 @@ def _report(
     if session.written:
         stats.written.add(where)
     test_failed = item.stash.get(CALL_FAILED, False)
+    if session.damaged and not _shows(item.stash.get(CALL_ERROR, None), session.damaged[0]):
+        pytest.fail(
+            "the cassette is damaged, and the test did not fail with that error (the code "
+            "under test or its SDK caught it, or turned it into another error and retried):"
+            f"\n\n{session.damaged[0]}",
+            pytrace=False,
+        )
     if session.misses and not test_failed:
         pytest.fail(
             "the code under test caught and hid a cassette miss; the request had no "

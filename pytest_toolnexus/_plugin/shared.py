@@ -15,6 +15,7 @@ from typing import Final
 import pytest
 
 __all__ = [
+    "CALL_ERROR",
     "CALL_FAILED",
     "FAILED",
     "RUN_ID",
@@ -62,6 +63,8 @@ class Stats:
 STATS: Final = pytest.StashKey[Stats]()
 RUN_ID: Final = pytest.StashKey[str]()
 CALL_FAILED: Final = pytest.StashKey[bool]()
+CALL_ERROR: Final = pytest.StashKey["BaseException | None"]()
+"""What the test's call raised, if anything: the teardown report leaves out what it shows."""
 FAILED: Final = pytest.StashKey[bool]()
 
 

@@ -198,23 +198,6 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-@functools.lru_cache(maxsize=16)
-def _key_needles(keys: frozenset[str]) -> tuple[str, ...]:
-    """Each of ``keys`` as it shows in a canonical encoding when a map holds it: ``"key":``."""
-    return tuple(f"{json.dumps(key, ensure_ascii=False)}:" for key in sorted(keys))
-
-
-def _canonical_masked(value: Any, keys: frozenset[str]) -> str:
-    """``_canonical(mask_keys(value, keys))``, without the masking walk when no map in
-    ``value`` holds one of ``keys``: the encoding shows ``"key":`` wherever a map does (a
-    string holding those characters escapes the quotes), so its absence proves there is
-    nothing to mask. A false alarm only costs the walk."""
-    text = _canonical(value)
-    if any(needle in text for needle in _key_needles(keys)):
-        text = _canonical(mask_keys(value, keys))
-    return text
-
-
 @functools.lru_cache(maxsize=4096)
 def normalize_url(url: str, masked_query: frozenset[str] = CREDENTIAL_QUERY_PARAMS) -> str:
     """Lower-case scheme and host, no default port, sorted query, masked credential values."""
@@ -355,17 +338,8 @@ class MatchRules:
         mask: bool = True,
     ) -> tuple[Any, ...]:
         if "body" in self.parts:
-            live_json = isinstance(body, dict | list | str | int | float | bool)
-            if not self.ignore_body and (isinstance(body, JsonBody) or live_json):
-                value = body.value if isinstance(body, JsonBody) else body
-                masked = isinstance(body, JsonBody) or mask
-                kind = "json"
-                canonical = (
-                    _canonical_masked(value, self.masked_keys) if masked else _canonical(value)
-                )
-            else:
-                kind, value = self.body_value(body, mask=mask)
-                canonical = _canonical(value) if kind == "json" else value
+            kind, value = self.body_value(body, mask=mask)
+            canonical = _canonical(value) if kind == "json" else value
         else:
             kind, canonical = "unmatched", None
         header_values: tuple[Any, ...] = ()
@@ -489,8 +463,8 @@ class Index:
         self.interactions.append(interaction)
         self.played.append(played)
         request = interaction.request
-        # Masked always (unlike a live body). Its canonical encoding is also the load's check
-        # that a stored body is not nested past what matching can compare (RecursionError).
+        # Masked always (unlike a live body): the walk is also the load's check that a stored
+        # body is not nested past what matching can compare.
         key = self.rules.key_of_recorded(request)
         if played:
             self._played_by_key.setdefault(key, []).append(position)

@@ -95,10 +95,22 @@ def miss_error(
             "or let a request replay more than once: allow_repeats=True",
         ]
     else:
-        nearest = index.nearest(request, limit=1, mask=scanner.mask)
+        try:
+            nearest = index.nearest(request, limit=1, mask=scanner.mask)
+            too_deep = False
+        except RecursionError:
+            # Matching compares a body nested this deep (in C), but the walks that say how two
+            # bodies differ recurse in Python: the miss is still reported, without the diff.
+            nearest, too_deep = [], True
         paths: tuple[str, ...] = ()
         query: tuple[str, ...] = ()
-        if nearest:
+        if too_deep:
+            lines += [
+                "",
+                "A body is nested deeper than Python's recursion limit, so the recorded "
+                "requests cannot be compared with it to show the nearest one.",
+            ]
+        elif nearest:
             best = nearest[0]
             query = best.query
             state = "already played" if best.played else "not yet played"

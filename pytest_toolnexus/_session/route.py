@@ -61,6 +61,7 @@ class RequestPath:
     record_mode: str
     clock: Clock
     misses: list[CassetteMissError]
+    damaged: list[CassetteFormatError]
     recorder_problems: list[str]
     requests: list[SentRequest]
     _t0: float
@@ -144,6 +145,9 @@ class RequestPath:
                         turn.shape,
                         content=encoded,
                     )
+                except CassetteFormatError as exc:  # a part of it decoded on first read
+                    self.damaged.append(exc)
+                    raise
                 except (MalformedCassette, *DAMAGE) as exc:
                     raise self._corrupt(turn.position, exc) from exc
                 return turn.answered(response)
@@ -174,6 +178,9 @@ class RequestPath:
                         turn.shape,
                         content=encoded,
                     )
+                except CassetteFormatError as exc:  # a part of it decoded on first read
+                    self.damaged.append(exc)
+                    raise
                 except (MalformedCassette, *DAMAGE) as exc:
                     raise self._corrupt(turn.position, exc) from exc
                 return turn.answered(response)
@@ -184,11 +191,13 @@ class RequestPath:
 
     def _corrupt(self, position: int | None, exc: BaseException) -> CassetteFormatError:
         where = "an injected fault" if position is None else f"interaction {position}"
-        return CassetteFormatError(
+        error = CassetteFormatError(
             f"cassette {self.path} is corrupt at {where}: {damage_reason(exc)}; restore "
             "the file from version control, or record it again with record mode 'all'",
             path=str(self.path),
         )
+        self.damaged.append(error)
+        return error
 
     def _default_live(self) -> Transport:
         if self._live is not None:
@@ -284,6 +293,7 @@ class RequestPath:
             path=self.path,
             keep=self._keeper(sent) if interaction is None else None,
             problems=self.recorder_problems,
+            damaged=self.damaged,
         )
 
     def _keeper(self, sent: SentRequest) -> Callable[[Interaction], None]:

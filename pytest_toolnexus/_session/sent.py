@@ -76,6 +76,7 @@ class Turn:
         path: Path,
         keep: Callable[[Interaction], None] | None,
         problems: list[str],
+        damaged: list[CassetteFormatError] | None = None,
     ) -> None:
         self.sent = sent
         self.origin = origin
@@ -85,6 +86,7 @@ class Turn:
         self._path = path
         self._keep = keep
         self._problems = problems
+        self._damaged = damaged
 
     def answered(self, response: TransportResponse) -> TransportResponse:
         """Note the status (and ``Retry-After``) the client gets; returns ``response``."""
@@ -106,9 +108,12 @@ class Turn:
 
     def malformed(self, problem: MalformedCassette) -> Exception:
         where = "an injected fault" if self.position is None else f"interaction {self.position}"
-        return CassetteFormatError(
+        error = CassetteFormatError(
             f"cassette {self._path} is corrupt at {where}: {problem}", path=str(self._path)
         )
+        if self._damaged is not None:
+            self._damaged.append(error)
+        return error
 
     def problem(self, text: str) -> None:
         self._problems.append(text)

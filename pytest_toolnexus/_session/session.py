@@ -134,6 +134,10 @@ class CassetteSession(RequestPath):
         self._wire_check = wire_check
         self._faults = FaultSet(faults)
         self.misses: list[CassetteMissError] = []
+        self.damaged: list[CassetteFormatError] = []
+        """Damage found while replaying (a part decoded on first read, a stream event), as
+        raised to the client: the plugin fails the test with it even if the code under test
+        caught it, or an SDK wrapped it in an error of its own."""
         self.written = False
         self._discard = False
         # ids of interactions checked (they live as long), with the encoded answer the check made
