@@ -9,7 +9,7 @@ reshape it before it is played. What happens to the request is told to its
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -141,19 +141,25 @@ class _LazyPieces(Sequence[tuple[float, bytes]]):
         self._made: list[tuple[float, bytes]] = []
 
     def __iter__(self) -> Iterator[tuple[float, bytes]]:
+        made = self._made
         position = 0
         while True:
-            if position < len(self._made):
-                yield self._made[position]
+            if position < len(made):
+                yield made[position]
                 position += 1
                 continue
-            if self._source is None:
+            source = self._source
+            if source is None:
                 return
-            piece = next(self._source, None)
-            if piece is None:
+            for piece in source:
+                made.append(piece)
+                position += 1
+                yield piece
+                if position != len(made):
+                    break  # another iteration made more meanwhile: hand those over first
+            else:
                 self._source = None
                 return
-            self._made.append(piece)
 
     def _all(self) -> list[tuple[float, bytes]]:
         if self._source is not None:
@@ -242,31 +248,6 @@ def play(
     )
 
 
-def _lookahead(
-    pieces: Iterable[tuple[float, bytes]], observer: Observer
-) -> Iterator[tuple[float, bytes, bool]]:
-    """Each piece with a flag that says whether it is the last one."""
-    iterator = iter(pieces)
-    try:
-        current = next(iterator, None)
-        while current is not None:
-            following = next(iterator, None)
-            yield current[0], current[1], following is None
-            current = following
-    except MalformedCassette as exc:
-        error = observer.malformed(exc)
-        if error is None:
-            raise
-        raise error from exc
-    except (TypeError, ValueError, RecursionError, OverflowError) as exc:
-        # A damaged stored value (bytes or NaN as event data, nesting past the recursion
-        # limit) fails while its piece is encoded.
-        error = observer.malformed(MalformedCassette(damage_reason(exc)))
-        if error is None:
-            raise
-        raise error from exc
-
-
 class _Delivery:
     """One replayed body's schedule and bookkeeping; the sync and async generators below
     only wait for each deadline and hand the piece over."""
@@ -291,11 +272,31 @@ class _Delivery:
 
     def schedule(self) -> Iterator[tuple[float, bytes | None]]:
         """``(deadline, piece)`` for each piece, then ``(deadline, None)`` for the end; a
-        recorded error or an incomplete recording is raised where it happened."""
+        recorded error or an incomplete recording is raised where it happened. A broken
+        stored piece is raised as the observer's error when it is reached."""
         plan = self._plan
-        for t_ms, data, last in _lookahead(plan.pieces, self._observer):
-            self._last = last
-            yield self._due(t_ms), data
+        # One loop, not a chain of generators: a long stream pays this once per piece.
+        start, speed = self._start, self.clock.speed
+        pieces = iter(plan.pieces)
+        try:
+            current = next(pieces, None)
+            while current is not None:
+                following = next(pieces, None)
+                self._last = following is None
+                yield start + current[0] / 1000.0 / speed, current[1]  # as _seconds() does
+                current = following
+        except MalformedCassette as exc:
+            error = self._observer.malformed(exc)
+            if error is None:
+                raise
+            raise error from exc
+        except (TypeError, ValueError, RecursionError, OverflowError) as exc:
+            # A damaged stored value (bytes or NaN as event data, nesting past the recursion
+            # limit) fails while its piece is encoded.
+            error = self._observer.malformed(MalformedCassette(damage_reason(exc)))
+            if error is None:
+                raise
+            raise error from exc
         self._read_all = plan.error is None
         if plan.error is not None:
             yield self._due(plan.error.t), None
