@@ -304,11 +304,9 @@ class LoadedInteraction(Interaction):
     It compares, hashes, prints and pickles as the plain :class:`Interaction` it stands for.
     """
 
-    __slots__ = ("_doc", "_position", "_where")
+    __slots__ = ("_source",)
 
-    _doc: dict[str, Any]
-    _position: int
-    _where: str
+    _source: tuple[dict[str, Any], str, int]  # the stored map, the file, the position
 
     request = _part("request")
     response = _part("response")
@@ -317,14 +315,12 @@ class LoadedInteraction(Interaction):
     @classmethod
     def _of(cls, doc: dict[str, Any], where: str, position: int) -> LoadedInteraction:
         made = object.__new__(cls)
-        object.__setattr__(made, "_doc", doc)
-        object.__setattr__(made, "_position", position)
-        object.__setattr__(made, "_where", where)
+        _SOURCE.__set__(made, (doc, where, position))  # one slot: loading makes thousands
         return made
 
     def _decode(self, name: str) -> Any:
         try:
-            doc = self._doc
+            doc, where, position = self._source
         except AttributeError:  # made by __init__, which sets all three parts
             raise AttributeError(name) from None
         raw = doc.get(name)
@@ -338,10 +334,10 @@ class LoadedInteraction(Interaction):
             return RecordedError.from_doc(raw)
         except _DAMAGE as exc:
             raise CassetteFormatError(
-                f"cassette {self._where} is corrupt at interaction {self._position}: "
+                f"cassette {where} is corrupt at interaction {position}: "
                 f"{damage_reason(exc)}; restore the file from version control, or record it "
                 "again with record mode 'all'",
-                path=self._where,
+                path=where,
             ) from exc
 
     def __eq__(self, other: object) -> bool:
@@ -363,6 +359,9 @@ class LoadedInteraction(Interaction):
 
     def __reduce__(self) -> tuple[type[Interaction], tuple[Any, ...]]:
         return (Interaction, (self.request, self.response, self.error))
+
+
+_SOURCE: Final = LoadedInteraction.__dict__["_source"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -588,7 +587,7 @@ def load_cassette(path: str | os.PathLike[str], *, validate: bool = False) -> Ca
     opens, and a response when it plays it), and stream events when replayed, each raising
     :class:`CassetteFormatError` there if damaged. ``validate=True`` checks them all now.
     """
-    target = Path(path)
+    target = path if isinstance(path, Path) else Path(path)
     try:
         data = target.read_bytes()
     except FileNotFoundError as exc:
