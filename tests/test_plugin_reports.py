@@ -164,13 +164,17 @@ def test_a_miss_the_code_under_test_swallowed_still_fails_the_test(project, emul
         import pytest
 
 
+        def ask(chat, text):  # the code under test hides every error, as a bare except does
+            try:
+                return chat(text)
+            except BaseException:
+                return None
+
+
         @pytest.mark.cassette
         def test_chat(chat):
             chat("first")
-            try:
-                chat("not recorded")
-            except BaseException:
-                pass  # the code under test hides every error, as a bare except does
+            ask(chat, "not recorded")
         """
     )
 
@@ -380,13 +384,17 @@ def test_damage_the_code_under_test_caught_still_fails_the_test(project, emulato
         import pytest
 
 
+        def ask(chat, text):  # a fallback, as code that retries or degrades has
+            try:
+                return chat(text)
+            except Exception:
+                return None
+
+
         @pytest.mark.cassette
         def test_chat(chat):
             assert chat("first")
-            try:
-                chat("second")
-            except Exception:
-                pass  # a fallback, as code that retries or degrades has
+            ask(chat, "second")
         """
     )
 
@@ -419,3 +427,66 @@ def test_damage_the_test_fails_with_is_reported_once(project, emulator):
         ["*CassetteFormatError: cassette *test_chat.msgpack is corrupt at interaction 1: *"]
     )
     assert "the cassette is damaged, and the test did not fail" not in result.stdout.str()
+
+
+def test_a_miss_or_damage_the_test_itself_expects_passes(project, emulator):
+    project.makepyfile(test_damaged=TWO_CHATS)
+    run(project, "--cassette-record=once").assert_outcomes(passed=1)
+    _damage_second_response(project)
+    project.makepyfile(
+        test_damaged="""
+        import pytest
+        from pytest_toolnexus import CassetteFormatError, CassetteMissError
+
+
+        @pytest.mark.cassette
+        def test_chat(chat):
+            chat("first")
+            with pytest.raises(CassetteFormatError, match="at interaction 1"):
+                chat("second")
+            with pytest.raises(CassetteMissError):
+                chat("not recorded")
+
+
+        class TestInAClass:
+            @pytest.mark.cassette(name="test_damaged/test_chat")
+            def test_chat(self, chat):
+                chat("first")
+                try:
+                    chat("second")
+                except CassetteFormatError:
+                    pass  # the test's own try: it expects the error
+        """
+    )
+
+    result = run(project)
+
+    result.assert_outcomes(passed=2)
+
+
+def test_a_miss_caught_in_a_fixture_is_still_reported(project, emulator):
+    project.makepyfile(test_swallow=FIRST_ONLY)
+    run(project, "--cassette-record=once").assert_outcomes(passed=1)
+    project.makepyfile(
+        test_swallow="""
+        import pytest
+
+
+        @pytest.fixture
+        def warmed(chat):
+            try:
+                chat("not recorded")  # a fixture is not the test: it hides what it catches
+            except BaseException:
+                pass
+
+
+        @pytest.mark.cassette
+        def test_chat(warmed, chat):
+            chat("first")
+        """
+    )
+
+    result = run(project)
+
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*the code under test caught and hid a cassette miss*"])
