@@ -33,6 +33,26 @@ def test_chat(chat):
 """
 
 
+# A test whose code under test (ask) catches what its chat raises: % (the exception class it
+# catches, the test's first line, the text of the request it hides).
+HIDING = """
+import pytest
+
+
+def ask(chat, text):
+    try:
+        return chat(text)
+    except %s:
+        return None
+
+
+@pytest.mark.cassette
+def test_chat(chat):
+    %s
+    ask(chat, "%s")
+"""
+
+
 @pytest.fixture
 def project(pytester, emulator):
     pytester.makeconftest(CONFTEST)
@@ -159,24 +179,8 @@ def test_a_replayed_stream_never_read_to_its_end_is_reported(project, emulator):
 def test_a_miss_the_code_under_test_swallowed_still_fails_the_test(project, emulator):
     project.makepyfile(test_swallow=FIRST_ONLY)
     run(project, "--cassette-record=once").assert_outcomes(passed=1)
-    project.makepyfile(
-        test_swallow="""
-        import pytest
-
-
-        def ask(chat, text):  # the code under test hides every error, as a bare except does
-            try:
-                return chat(text)
-            except BaseException:
-                return None
-
-
-        @pytest.mark.cassette
-        def test_chat(chat):
-            chat("first")
-            ask(chat, "not recorded")
-        """
-    )
+    # The code under test hides every error, as a bare except does.
+    project.makepyfile(test_swallow=HIDING % ("BaseException", 'chat("first")', "not recorded"))
 
     result = run(project)
 
@@ -379,24 +383,8 @@ def test_damage_the_code_under_test_caught_still_fails_the_test(project, emulato
     project.makepyfile(test_damaged=TWO_CHATS)
     run(project, "--cassette-record=once").assert_outcomes(passed=1)
     _damage_second_response(project)
-    project.makepyfile(
-        test_damaged="""
-        import pytest
-
-
-        def ask(chat, text):  # a fallback, as code that retries or degrades has
-            try:
-                return chat(text)
-            except Exception:
-                return None
-
-
-        @pytest.mark.cassette
-        def test_chat(chat):
-            assert chat("first")
-            ask(chat, "second")
-        """
-    )
+    # A fallback, as code that retries or degrades has.
+    project.makepyfile(test_damaged=HIDING % ("Exception", 'assert chat("first")', "second"))
 
     result = run(project)
 
