@@ -19,9 +19,9 @@ import pytest
 from ._plugin import hookspecs as _hookspecs
 from ._plugin.choices import RECORD_MODES, TIMING_MODES, UNSERVED_POLICIES, UNUSED_POLICIES
 from ._plugin.shared import (
-    CALL_ERROR,
     CALL_FAILED,
     FAILED,
+    RAISED,
     RUN_ID,
     STATS,
     Stats,
@@ -234,12 +234,17 @@ def pytest_runtest_makereport(
     if report.when == "setup":  # each run of the item starts here, a rerun's too
         item.stash[FAILED] = False
         item.stash[CALL_FAILED] = False
-        item.stash[CALL_ERROR] = None
+        item.stash[RAISED] = []
+    if report.when in ("setup", "call") and call.excinfo is not None:
+        # What the report shows (a failure, an error, an xfail), so that the teardown checks
+        # do not report it again; let go of at teardown, with the frames it holds.
+        item.stash.setdefault(RAISED, []).append(call.excinfo.value)
+    if report.when == "teardown":
+        item.stash[RAISED] = []
     if report.failed and report.when in ("setup", "call"):
         item.stash[FAILED] = True
         if report.when == "call":
             item.stash[CALL_FAILED] = True
-            item.stash[CALL_ERROR] = None if call.excinfo is None else call.excinfo.value
     return report
 
 

@@ -478,3 +478,129 @@ def test_a_miss_caught_in_a_fixture_is_still_reported(project, emulator):
 
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*the code under test caught and hid a cassette miss*"])
+
+
+def test_damage_is_reported_once_however_the_failure_shows_it(project, emulator):
+    project.makepyfile(test_damaged=TWO_CHATS)
+    run(project, "--cassette-record=once").assert_outcomes(passed=1)
+    _damage_second_response(project)
+    (path,) = project.path.glob("cassettes/**/*.msgpack")
+    shared = f'"{path.relative_to(project.path / "cassettes").with_suffix("")}"'
+    project.makepyfile(
+        test_damaged=f"""
+        import pytest
+        from pytest_toolnexus import CassetteFormatError
+
+        NAME = {shared}
+
+
+        @pytest.mark.xfail(raises=CassetteFormatError, strict=True)
+        @pytest.mark.cassette(name=NAME)
+        def test_xfail(chat):
+            chat("first")
+            chat("second")
+
+
+        @pytest.mark.cassette(name=NAME)
+        def test_group(chat):
+            chat("first")
+            try:
+                chat("second")
+            except CassetteFormatError as exc:
+                raise ExceptionGroup("from a task group", [exc]) from None
+
+
+        @pytest.fixture
+        def answered(chat):
+            chat("first")
+            return chat("second")  # fails the setup
+
+
+        @pytest.mark.cassette(name=NAME)
+        def test_setup(answered):
+            pass
+        """
+    )
+
+    result = run(project)
+
+    # Each shows the damage in its own report, and gets no teardown error besides.
+    result.assert_outcomes(xfailed=1, failed=1, errors=1)
+    assert "the cassette is damaged, and the test did not fail" not in result.stdout.str()
+    assert result.stdout.str().count("is corrupt at interaction 1") == 2  # group, setup
+
+
+def test_damage_a_failure_hides_with_from_none_is_reported_at_teardown(project, emulator):
+    project.makepyfile(test_damaged=TWO_CHATS)
+    run(project, "--cassette-record=once").assert_outcomes(passed=1)
+    _damage_second_response(project)
+    project.makepyfile(
+        test_damaged="""
+        import pytest
+
+
+        def ask(chat, text):  # an SDK that replaces the error, and hides where it came from
+            try:
+                return chat(text)
+            except Exception:
+                raise RuntimeError("the SDK's own error") from None
+
+
+        @pytest.mark.cassette
+        def test_chat(chat):
+            chat("first")
+            ask(chat, "second")
+        """
+    )
+
+    result = run(project)
+
+    # pytest prints no suppressed context, so the teardown says what the failure does not.
+    result.assert_outcomes(failed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ ERROR at teardown of test_chat _*",
+            "the cassette is damaged, and the test did not fail with that error*",
+            "",
+            "cassette * is corrupt at interaction 1: a response status must be 100-599*",
+            "*_ test_chat _*",
+            "*RuntimeError: the SDK's own error*",
+        ]
+    )
+
+
+def test_a_failed_test_s_error_is_let_go_of_after_its_teardown(project, emulator):
+    project.makepyfile(test_swallow=FIRST_ONLY)
+    run(project, "--cassette-record=once").assert_outcomes(passed=1)
+    project.makepyfile(
+        test_swallow="""
+        import gc
+        import weakref
+
+        import pytest
+
+        HELD = []
+
+
+        class Local:
+            pass
+
+
+        @pytest.mark.cassette
+        def test_chat(chat):
+            chat("first")
+            local = Local()
+            HELD.append(weakref.ref(local))
+            assert False, "fails, with local in its frame"
+
+
+        def test_later():
+            gc.collect()
+            assert HELD[0]() is None, "the failed test's frame is still alive"
+        """
+    )
+
+    # In a process of its own: an in-process run's hook recorder keeps every call's error.
+    result = project.runpytest_subprocess("-p", "no:randomly", "-p", "no:hypothesispytest")
+
+    result.assert_outcomes(failed=1, passed=1)

@@ -31,9 +31,9 @@ from pytest_toolnexus._store.cassette import Cassette, Interaction, RecordedRequ
 from .expiry import CassetteExpiredWarning, expiry
 from .settings import CassetteOptions, default_cassette_path, layer
 from .shared import (
-    CALL_ERROR,
     CALL_FAILED,
     FAILED,
+    RAISED,
     RUN_ID,
     STATS,
     UnservedTrafficWarning,
@@ -301,15 +301,25 @@ def _check_expiry(
     return record
 
 
-def _shows(raised: BaseException | None, error: BaseException) -> bool:
-    """Whether the failure of a test that raised ``raised`` shows ``error``: it is that error,
-    or one pytest prints in its chain of causes and contexts."""
+def _shows(raised: list[BaseException], error: BaseException) -> bool:
+    """Whether a report of the errors ``raised`` shows ``error``: it is one of them, or one
+    pytest prints with them: in a chain of causes and contexts (a context only where it was
+    not suppressed, ``raise ... from None``), or in an exception group."""
+    pending = list(raised)
     seen: set[int] = set()
-    while raised is not None and id(raised) not in seen:
-        if raised is error:
+    while pending:
+        shown = pending.pop()
+        if id(shown) in seen:
+            continue
+        seen.add(id(shown))
+        if shown is error:
             return True
-        seen.add(id(raised))
-        raised = raised.__cause__ or raised.__context__
+        if isinstance(shown, BaseExceptionGroup):
+            pending.extend(shown.exceptions)
+        if shown.__cause__ is not None:
+            pending.append(shown.__cause__)
+        elif shown.__context__ is not None and not shown.__suppress_context__:
+            pending.append(shown.__context__)
     return False
 
 
@@ -336,7 +346,7 @@ def _report(
     if session.written:
         stats.written.add(where)
     test_failed = item.stash.get(CALL_FAILED, False)
-    raised = item.stash.get(CALL_ERROR, None)
+    raised = item.stash.get(RAISED, [])
     damaged = [
         error
         for error in session.damaged
@@ -349,7 +359,11 @@ def _report(
             f"\n\n{damaged[0]}",
             pytrace=False,
         )
-    hidden = [miss for miss in session.misses if not _caught_by_the_test(miss, item)]
+    hidden = [
+        miss
+        for miss in session.misses
+        if not _shows(raised, miss) and not _caught_by_the_test(miss, item)
+    ]
     if hidden and not test_failed:
         pytest.fail(
             "the code under test caught and hid a cassette miss; the request had no "

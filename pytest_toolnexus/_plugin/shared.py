@@ -15,9 +15,9 @@ from typing import Final
 import pytest
 
 __all__ = [
-    "CALL_ERROR",
     "CALL_FAILED",
     "FAILED",
+    "RAISED",
     "RUN_ID",
     "STATS",
     "Stats",
@@ -63,8 +63,9 @@ class Stats:
 STATS: Final = pytest.StashKey[Stats]()
 RUN_ID: Final = pytest.StashKey[str]()
 CALL_FAILED: Final = pytest.StashKey[bool]()
-CALL_ERROR: Final = pytest.StashKey["BaseException | None"]()
-"""What the test's call raised, if anything: the teardown report leaves out what it shows."""
+RAISED: Final = pytest.StashKey["list[BaseException]"]()
+"""What the test's setup and call raised, which its report shows: the teardown checks leave
+those out. Emptied at teardown."""
 FAILED: Final = pytest.StashKey[bool]()
 
 

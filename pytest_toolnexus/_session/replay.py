@@ -278,13 +278,29 @@ class _Delivery:
         # One loop, not a chain of generators: a long stream pays this once per piece.
         start, speed = self._start, self.clock.speed
         pieces = iter(plan.pieces)
+        current = self._pull(pieces)
+        while current is not None:
+            following = self._pull(pieces)
+            self._last = following is None
+            yield start + current[0] / 1000.0 / speed, current[1]  # as _seconds() does
+            current = following
+        self._read_all = plan.error is None
+        if plan.error is not None:
+            yield self._due(plan.error.t), None
+            raise _error(plan.error)
+        if not plan.complete:
+            # The client closed this stream at ``end`` while it was recorded, and a live
+            # server kept it open until then: so does replay. A client that is still reading
+            # at that moment reads past what was recorded.
+            yield self._due(plan.end), None
+            raise _incomplete(self._count)
+        yield self._due(plan.end), None
+
+    def _pull(self, pieces: Iterator[tuple[float, bytes]]) -> tuple[float, bytes] | None:
+        """The next stored piece, made now, or None at the end; a broken one is raised as the
+        observer's error."""
         try:
-            current = next(pieces, None)
-            while current is not None:
-                following = next(pieces, None)
-                self._last = following is None
-                yield start + current[0] / 1000.0 / speed, current[1]  # as _seconds() does
-                current = following
+            return next(pieces, None)
         except MalformedCassette as exc:
             error = self._observer.malformed(exc)
             if error is None:
@@ -297,17 +313,6 @@ class _Delivery:
             if error is None:
                 raise
             raise error from exc
-        self._read_all = plan.error is None
-        if plan.error is not None:
-            yield self._due(plan.error.t), None
-            raise _error(plan.error)
-        if not plan.complete:
-            # The client closed this stream at ``end`` while it was recorded, and a live
-            # server kept it open until then: so does replay. A client that is still reading
-            # at that moment reads past what was recorded.
-            yield self._due(plan.end), None
-            raise _incomplete(self._count)
-        yield self._due(plan.end), None
 
     def delivered(self) -> None:
         """A piece reached the client now."""
