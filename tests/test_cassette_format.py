@@ -505,12 +505,39 @@ def test_a_damaged_part_raises_when_first_read_naming_file_and_interaction(tmp_p
 
 
 @pytest.mark.parametrize("case", list(INSIDE))
-@pytest.mark.parametrize("record", ["once", "new"])
-def test_a_recording_session_refuses_a_damaged_part_before_any_call(tmp_path, case, record):
+def test_a_recording_session_refuses_a_damaged_part_before_any_call(tmp_path, case):
     path = write(tmp_path, BROKEN[case](), f"{case}.msgpack")
 
+    # Record mode "new" records into the file and keeps what is there: it reads it all first.
     with pytest.raises(CassetteFormatError, match=r"at interaction 0: .*record mode 'all'"):
-        CassetteSession(path, record=record)
+        CassetteSession(path, record="new")
+
+
+def _sound_and_damaged(tmp_path, damaged_first=False):
+    """A cassette of a sound interaction and one whose response is damaged, each with its own
+    URL; and a request for each."""
+    sound = every_kind()[1].to_doc()
+    damaged = {"request": {**sound["request"], "url": URL + "?n=2"}, "response": {"status": 999}}
+    interactions = [damaged, sound] if damaged_first else [sound, damaged]
+    path = write(tmp_path, packed(valid_doc(interactions=interactions)), "response.msgpack")
+    body, json_type = b'{"model":"m","stream":true}', [("content-type", "application/json")]
+    return (
+        path,
+        TransportRequest("POST", URL, json_type, body),
+        TransportRequest("POST", URL + "?n=2", json_type, body),
+    )
+
+
+@pytest.mark.parametrize("record", ["none", "once"])  # "once" on a file that exists replays
+@pytest.mark.parametrize("timing", ["virtual", "instant"])
+def test_a_damaged_response_never_played_fails_no_replay_only_session(tmp_path, record, timing):
+    # First in the file, where the virtual clock looks for the recording's Date header.
+    path, sound, _ = _sound_and_damaged(tmp_path, damaged_first=True)
+
+    with CassetteSession(path, record=record, timing=timing, on_unused="ignore") as session:
+        assert session.transport(sound).status == 200
+
+    assert session.damaged == []
 
 
 def test_a_replay_session_reads_requests_when_it_opens_and_a_response_when_it_plays(tmp_path):
@@ -518,16 +545,14 @@ def test_a_replay_session_reads_requests_when_it_opens_and_a_response_when_it_pl
     with pytest.raises(CassetteFormatError, match="at interaction 0: a request method"):
         CassetteSession(damaged_request, record="none")
 
-    sound = every_kind()[1].to_doc()
-    damaged = {"request": {**sound["request"], "url": URL + "?n=2"}, "response": {"status": 999}}
-    path = write(tmp_path, packed(valid_doc(interactions=[sound, damaged])), "response.msgpack")
-    body = b'{"model":"m","stream":true}'
+    path, sound, damaged = _sound_and_damaged(tmp_path)
     with CassetteSession(path, record="none", on_unused="ignore") as session:
-        json_type = [("content-type", "application/json")]
-        answer = session.transport(TransportRequest("POST", URL, json_type, body))
-        assert answer.status == 200  # the sound interaction plays
+        assert session.transport(sound).status == 200  # the sound interaction plays
         with pytest.raises(CassetteFormatError, match="at interaction 1: a response status"):
-            session.transport(TransportRequest("POST", URL + "?n=2", json_type, body))
+            session.transport(damaged)
+
+    assert len(session.damaged) == 1
+    assert "at interaction 1: a response status" in str(session.damaged[0])
 
 
 def test_the_timestamp_case_really_holds_a_timestamp():

@@ -604,3 +604,33 @@ def test_a_failed_test_s_error_is_let_go_of_after_its_teardown(project, emulator
     result = project.runpytest_subprocess("-p", "no:randomly", "-p", "no:hypothesispytest")
 
     result.assert_outcomes(failed=1, passed=1)
+
+
+def test_a_miss_a_unittest_test_case_expects_with_assert_raises_passes(project, emulator):
+    project.makepyfile(test_swallow=FIRST_ONLY)
+    run(project, "--cassette-record=once").assert_outcomes(passed=1)
+    project.makepyfile(
+        test_swallow="""
+        import unittest
+
+        import pytest
+        from pytest_toolnexus import CassetteMissError
+
+
+        @pytest.mark.cassette(name="test_swallow/test_chat")
+        class TestChat(unittest.TestCase):
+            @pytest.fixture(autouse=True)
+            def _chat(self, chat):
+                self.chat = chat
+
+            def test_chat(self):
+                self.chat("first")
+                # unittest keeps the error it expected without its traceback
+                with self.assertRaises(CassetteMissError):
+                    self.chat("not recorded")
+        """
+    )
+
+    result = run(project)
+
+    result.assert_outcomes(passed=1)

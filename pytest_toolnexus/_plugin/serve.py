@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import unittest
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -331,7 +332,12 @@ def _caught_by_the_test(error: BaseException, item: pytest.Item) -> bool:
     function = getattr(function, "__func__", function)  # a method of a test class
     code = getattr(inspect.unwrap(function), "__code__", None) if function is not None else None
     traceback = error.__traceback__
-    return code is not None and traceback is not None and traceback.tb_frame.f_code is code
+    if traceback is None:
+        # unittest's assertRaises keeps the error without its traceback: in a TestCase, only
+        # the test's own assertion does that.
+        cls = getattr(item, "cls", None)
+        return isinstance(cls, type) and issubclass(cls, unittest.TestCase)
+    return code is not None and traceback.tb_frame.f_code is code
 
 
 def _report(
