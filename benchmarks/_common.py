@@ -48,6 +48,17 @@ def remove_work_dir(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def run_alone(run: Callable[[Path], tuple[list[Table], object]]) -> None:
+    """A benchmark module run on its own: its ``run`` in a fresh scratch folder, each table
+    printed, the folder removed whatever happens."""
+    work = work_dir()
+    try:
+        for table in run(work)[0]:
+            print(table.render())
+    finally:
+        remove_work_dir(work)
+
+
 def median(values: Sequence[float]) -> float:
     return statistics.median(values)
 

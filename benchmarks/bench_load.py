@@ -314,11 +314,6 @@ def _replay_stream(
 
 
 if __name__ == "__main__":
-    from _common import remove_work_dir, work_dir
+    from _common import run_alone
 
-    work = work_dir()
-    try:
-        for t in run(work)[0]:
-            print(t.render())
-    finally:
-        remove_work_dir(work)
+    run_alone(run)

@@ -435,19 +435,13 @@ def _split(path: Path, pairs: list[Pair], rounds: int, floor: float) -> Table:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from _common import remove_work_dir, work_dir
+    from _common import run_alone
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--full-vcrpy", action="store_true")
     args = parser.parse_args(argv)
-    work = work_dir()
-    try:
-        tables, _ = run(work, args.rounds, args.full_vcrpy)
-        for t in tables:
-            print(t.render())
-    finally:
-        remove_work_dir(work)
+    run_alone(lambda work: run(work, args.rounds, args.full_vcrpy))
 
 
 if __name__ == "__main__":

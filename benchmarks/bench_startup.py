@@ -259,12 +259,6 @@ def run(work: Path) -> tuple[list[Table], dict[str, float]]:
 
 
 if __name__ == "__main__":
-    from _common import remove_work_dir, work_dir
+    from _common import run_alone
 
-    work = work_dir()
-    try:
-        for t in run(work)[0]:
-            print(t.render())
-            print()
-    finally:
-        remove_work_dir(work)
+    run_alone(run)
