@@ -459,17 +459,22 @@ def test_an_incomplete_stream_closed_where_recording_stopped_is_fine(tmp_path):
     assert (first, second) == tuple(encode_sse_event(event) for event in EVENTS[:2])
 
 
-def test_an_async_incomplete_stream_stays_open_until_the_recorded_close(tmp_path):
-    """A stream the client closed at t_end while it was recorded stays open in replay until
-    t_end on the virtual clock, as the live server kept it: a client that reads on, waiting
-    for the work of another task, and closes it then, reads no further and gets no error."""
-    path = save(
+def _closed_after_two(tmp_path):
+    """A cassette whose stream the client closed after two events, at t_end = 5 s."""
+    return save(
         tmp_path,
         Interaction(
             recorded_request(),
             sse_response(OFFSETS_MS[:2], EVENTS[:2], complete=False, t_end=5000.0),
         ),
     )
+
+
+def test_an_async_incomplete_stream_stays_open_until_the_recorded_close(tmp_path):
+    """A stream the client closed at t_end while it was recorded stays open in replay until
+    t_end on the virtual clock, as the live server kept it: a client that reads on, waiting
+    for the work of another task, and closes it then, reads no further and gets no error."""
+    path = _closed_after_two(tmp_path)
 
     async def client():
         async with use_cassette(path) as session:
@@ -508,13 +513,7 @@ def test_an_async_incomplete_stream_stays_open_until_the_recorded_close(tmp_path
 def test_an_async_incomplete_stream_still_read_at_the_recorded_close_is_a_replay_error(
     tmp_path,
 ):
-    path = save(
-        tmp_path,
-        Interaction(
-            recorded_request(),
-            sse_response(OFFSETS_MS[:2], EVENTS[:2], complete=False, t_end=5000.0),
-        ),
-    )
+    path = _closed_after_two(tmp_path)
 
     async def client():
         async with use_cassette(path) as session:
