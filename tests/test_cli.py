@@ -12,7 +12,14 @@ from pathlib import Path
 
 import msgpack
 
-from pytest_toolnexus import Cassette, Headers, Interaction, RecordedRequest, RecordedResponse
+from pytest_toolnexus import (
+    Cassette,
+    Headers,
+    Interaction,
+    RecordedRequest,
+    RecordedResponse,
+    load_cassette,
+)
 from pytest_toolnexus._store.cassette import FORMAT, JsonBody, SseBody
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,7 +86,7 @@ def test_check_fails_on_a_secret_without_printing_it(tmp_path):
     code, out = run("check", tmp_path)
 
     assert code == 1
-    assert f"ok   {good} (1 interactions)" in out
+    assert f"ok   {good} (1 interaction)" in out
     assert f"FAIL {leaky}: 1 secret(s)" in out
     assert "interaction #0, request.body.value['note']: an OpenAI project key" in out
     assert FAKE_KEY not in out
@@ -150,7 +157,7 @@ def test_check_handles_a_cassette_nested_deeper_than_the_recursion_limit(tmp_pat
 
     assert code == 1, out
     assert "Traceback" not in out
-    assert f"ok   {deep} (1 interactions)" in out
+    assert f"ok   {deep} (1 interaction)" in out
     assert f"FAIL {deep_leak}: 1 secret(s)" in out
     assert FAKE_KEY not in out
 
@@ -198,3 +205,30 @@ def test_show_reports_a_corrupt_file_instead_of_crashing(tmp_path):
     assert code == 1
     assert out.startswith(f"error: cassette {corrupt} is truncated or not msgpack")
     assert "Traceback" not in out
+
+
+def test_show_and_diff_help_describe_their_arguments_and_give_examples():
+    # When a user asks show and diff for help
+    show_code, show_help = run("show", "--help")
+    diff_code, diff_help = run("diff", "--help")
+
+    # Then each positional argument says what it is, and a runnable example follows
+    assert show_code == diff_code == 0
+    assert "  PATH        a .msgpack cassette (cassettes/<test file path>/<test" in show_help
+    assert "examples:\n  pytest-toolnexus show cassettes/tests/test_chat/" in show_help
+    assert "  A                     the old cassette (.msgpack)\n" in diff_help
+    assert "  B                     the new cassette (.msgpack), compared with A\n" in diff_help
+    assert "examples:\n  pytest-toolnexus diff old.msgpack new.msgpack" in diff_help
+
+
+def test_check_counts_one_interaction_in_the_singular_and_more_in_the_plural(tmp_path):
+    one = stream_cassette(tmp_path / "one.msgpack")
+    two = tmp_path / "two.msgpack"
+    first = load_cassette(one).interactions[0]
+    Cassette(two, [first, first], {"source": "test_cli"}).save()
+
+    code, out = run("check", one, two)
+
+    assert code == 0, out
+    assert f"ok   {one} (1 interaction)\n" in out
+    assert f"ok   {two} (2 interactions)\n" in out

@@ -216,7 +216,7 @@ def test_check_passes_on_the_anthropic_web_search_recording(tmp_path, capsys):
     path = save(tmp_path, interaction)
 
     assert main(["check", str(path)]) == 0
-    assert f"ok   {path} (1 interactions)" in capsys.readouterr().out
+    assert f"ok   {path} (1 interaction)" in capsys.readouterr().out
 
 
 def _message(*blocks, stop="end_turn"):
@@ -352,7 +352,7 @@ def test_check_passes_on_the_responses_recording(tmp_path, capsys):
     path = save(tmp_path, interaction)
 
     assert main(["check", str(path)]) == 0
-    assert f"ok   {path} (1 interactions)" in capsys.readouterr().out
+    assert f"ok   {path} (1 interaction)" in capsys.readouterr().out
 
 
 def test_a_stored_response_fetched_by_id_reads_as_an_answer():

@@ -48,7 +48,8 @@ def check(paths: Sequence[Path], allow: Sequence[str], out: TextIO) -> int:
             for line in unreadable:
                 print(f"  - {line}", file=out)
             continue
-        print(f"ok   {path} ({len(cassette.interactions)} interactions)", file=out)
+        count = len(cassette.interactions)
+        print(f"ok   {path} ({count} interaction{'' if count == 1 else 's'})", file=out)
         for line in notes:
             print(f"  info: {line}", file=out)
     if checked == 0:

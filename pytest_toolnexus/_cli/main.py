@@ -28,6 +28,28 @@ PREVIEW: Final = 100
 """Characters of each stream row's text in ``show``, unless ``--width`` says otherwise (here,
 not in show.py, so that ``--help`` can name it without importing show)."""
 
+_SHOW_EXAMPLES: Final = """examples:
+  pytest-toolnexus show cassettes/tests/test_chat/test_stream.msgpack
+  pytest-toolnexus show --width 60 cassettes/tests/test_chat/test_stream.msgpack
+  git config diff.toolnexus.textconv "pytest-toolnexus show --no-path"
+"""
+
+_DIFF_EXAMPLES: Final = """examples:
+  pytest-toolnexus diff old.msgpack new.msgpack
+  pytest-toolnexus diff --ignore-times -u old.msgpack new.msgpack
+  git show HEAD:cassettes/tests/test_chat/test_reply.msgpack > /tmp/old.msgpack
+  pytest-toolnexus diff /tmp/old.msgpack cassettes/tests/test_chat/test_reply.msgpack
+"""
+
+
+class _ExamplesFormatter(argparse.HelpFormatter):
+    """Wraps the description as usual, and prints an ``examples:`` epilog line by line."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("examples:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -56,8 +78,16 @@ def _parser() -> argparse.ArgumentParser:
         help="print a cassette as text, with a timeline of stream arrivals",
         description="Print a cassette as text: its metadata, then each interaction with its "
         "headers, body and timing. With --no-path, suitable as a git textconv driver.",
+        epilog=_SHOW_EXAMPLES,
+        formatter_class=_ExamplesFormatter,
     )
-    show.add_argument("path", type=Path)
+    show.add_argument(
+        "path",
+        type=Path,
+        metavar="PATH",
+        help="a .msgpack cassette (cassettes/<test file path>/<test name>.msgpack under the "
+        "rootdir, for a test's own cassette)",
+    )
     show.add_argument(
         "--width",
         type=_width,
@@ -78,9 +108,13 @@ def _parser() -> argparse.ArgumentParser:
         "response (status, headers, body, stream events and their times). Interactions are "
         "paired by method and URL, in order. Exits 0 when they are equal, 1 when they differ, "
         "2 when a file cannot be read.",
+        epilog=_DIFF_EXAMPLES,
+        formatter_class=_ExamplesFormatter,
     )
-    diff.add_argument("a", type=Path, metavar="A")
-    diff.add_argument("b", type=Path, metavar="B")
+    diff.add_argument("a", type=Path, metavar="A", help="the old cassette (.msgpack)")
+    diff.add_argument(
+        "b", type=Path, metavar="B", help="the new cassette (.msgpack), compared with A"
+    )
     diff.add_argument(
         "--time-tolerance",
         type=_milliseconds,
