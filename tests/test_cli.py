@@ -232,3 +232,31 @@ def test_check_counts_one_interaction_in_the_singular_and_more_in_the_plural(tmp
     assert code == 0, out
     assert f"ok   {one} (1 interaction)\n" in out
     assert f"ok   {two} (2 interactions)\n" in out
+
+
+def test_the_readme_docs_list_names_every_command():
+    from pytest_toolnexus._cli.main import _parser
+
+    commands = next(a for a in _parser()._actions if a.dest == "command").choices
+    readme = (ROOT / "README.md").read_text()
+    line = next(x for x in readme.splitlines() if x.startswith("- [docs/cli.md](docs/cli.md)"))
+
+    listed = line.split("`pytest-toolnexus ", 1)[1].rstrip("`").split(" | ")
+    assert sorted(listed) == sorted(commands)
+
+
+def test_the_readme_groups_under_toolnexus_error_only_what_derives_from_it():
+    import re
+
+    import pytest_toolnexus
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    grouped = readme.split("`ToolnexusError` and, under it, ", 1)[1].split(";", 1)[0]
+    names = re.findall(r"`(\w+)`", grouped)
+
+    assert "CassetteError" in names
+    assert "CassetteMissError" not in names
+    for name in names:
+        assert issubclass(getattr(pytest_toolnexus, name), pytest_toolnexus.ToolnexusError), name
+    assert not issubclass(pytest_toolnexus.CassetteMissError, Exception)
+    assert "`CassetteMissError`, which derives from `BaseException`" in readme

@@ -28,15 +28,21 @@ def readme_example():
 
 def readme_cassette_location(test_file, test_name):
     """Where the README says the cassette lands, filled in for one test."""
-    found = re.search(r"`(cassettes/<test file>/<test name>\.msgpack)`", README.read_text())
+    text = README.read_text()
+    found = re.search(r"`(cassettes/<test file path>/<test name>\.msgpack)`", text)
     assert found, "README.md no longer says where the cassette lands"
-    return found.group(1).replace("<test file>", test_file).replace("<test name>", test_name)
+    # The README's worked example of the rule, which must follow it too.
+    example = "`tests/test_openai.py::test_chat` records `cassettes/tests/test_openai/test_chat"
+    assert example in text
+    template = found.group(1)
+    return template.replace("<test file path>", test_file).replace("<test name>", test_name)
 
 
 def test_the_readme_example_records_once_then_replays_offline(pytester, monkeypatch):
     example = readme_example()
     test_name = re.search(r"^def (test_\w+)\(", example, re.MULTILINE).group(1)
-    pytester.path.joinpath("test_quickstart.py").write_text(example)
+    # In a tests/ folder, as most suites keep them: the folder is part of the cassette's path.
+    pytester.mkdir("tests").joinpath("test_quickstart.py").write_text(example)
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-a-secret")
 
@@ -52,8 +58,8 @@ def test_the_readme_example_records_once_then_replays_offline(pytester, monkeypa
     recorded.assert_outcomes(passed=1)
     replayed.assert_outcomes(passed=1)
     assert hits == 1
-    location = readme_cassette_location("test_quickstart", test_name)
-    assert location == f"cassettes/test_quickstart/{test_name}.msgpack"
+    location = readme_cassette_location("tests/test_quickstart", test_name)
+    assert location == f"cassettes/tests/test_quickstart/{test_name}.msgpack"
     recorded.stdout.fnmatch_lines([f"  written: {location}"])
     replayed.stdout.fnmatch_lines(["cassettes: 1 used, 1 replayed, 0 recorded, 0 written"])
     cassette = load_cassette(pytester.path / location)
