@@ -164,11 +164,135 @@ def test_what_is_not_an_answer_raises_a_view_error():
     )
     with pytest.raises(ViewError, match="transport error"):
         view(failed)
-    events = [{"t": 1.0, "event": "error", "data": {"type": "error", "error": {"type": "x"}}}]
-    request = RecordedRequest("POST", build.ANTHROPIC_URL)
-    broken = Interaction(request, RecordedResponse(200, Headers(), SseBody(events), 1.0, 1.0))
-    with pytest.raises(ViewError, match="carries an error"):
-        view(broken)
+
+
+def _stream(url, events):
+    request = RecordedRequest("POST", url)
+    headers = Headers([("content-type", "text/event-stream")])
+    return Interaction(request, RecordedResponse(200, headers, SseBody(events), 5.0, 900.0))
+
+
+def _chunk(content, finish=None):
+    choice = {"index": 0, "delta": {"content": content}, "finish_reason": finish}
+    return {"object": "chat.completion.chunk", "model": "gpt-x", "choices": [choice]}
+
+
+def test_an_openai_stream_that_carries_an_error_event_gives_a_view_with_the_error():
+    # Given a chat stream that sent two deltas, then an error in its data, and no [DONE]
+    error = {"message": "The server had an error while processing your request.", "type": "x"}
+    events = [
+        {"t": 120.0, "data": _chunk("Hel")},
+        {"t": 240.0, "data": _chunk("lo")},
+        {"t": 610.0, "data": {"error": error}},
+    ]
+
+    answer = view(_stream(build.OPENAI_CHAT_URL, events))
+
+    # Then the view says what went wrong, and keeps what arrived before it, at its times
+    assert answer.error == "The server had an error while processing your request."
+    assert answer.text == "Hello"
+    assert answer.deltas == ((0.12, "Hel"), (0.24, "lo"))
+    assert answer.finish_reason is None
+
+
+def test_an_anthropic_event_error_gives_a_view_with_the_error():
+    events = [
+        {"t": 90.0, "event": "message_start", "data": {"type": "message_start", "message": {}}},
+        {
+            "t": 100.0,
+            "event": "content_block_start",
+            "data": {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}},
+        },
+        {
+            "t": 300.0,
+            "event": "content_block_delta",
+            "data": {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "Par"},
+            },
+        },
+        {
+            "t": 800.0,
+            "event": "error",
+            "data": {
+                "type": "error",
+                "error": {"type": "overloaded_error", "message": "Overloaded"},
+            },
+        },
+    ]
+
+    answer = view(_stream(build.ANTHROPIC_URL, events))
+
+    assert answer.error == "overloaded_error: Overloaded"
+    assert answer.text == "Par"
+    assert answer.deltas == ((0.3, "Par"),)
+
+
+def test_an_answer_without_an_error_has_none():
+    assert view(build.openai_chat("fine", stream=True)).error is None
+    assert view(build.anthropic_messages("fine", stream=True)).error is None
+
+
+MAGISTRAL = {
+    "id": "cmpl-1",
+    "object": "chat.completion",
+    "model": "magistral-medium-2507",
+    "choices": [
+        {
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "thinking",
+                        "thinking": [{"type": "text", "text": "2 and 2 make 4."}],
+                    },
+                    {"type": "text", "text": "The answer is 4."},
+                ],
+            },
+            "finish_reason": "stop",
+        }
+    ],
+    "usage": {"prompt_tokens": 10, "completion_tokens": 30, "total_tokens": 40},
+}
+
+
+def test_a_mistral_answer_of_thinking_and_text_chunks_reads_text_and_reasoning_apart():
+    answer = view(_answer("https://api.mistral.ai/v1/chat/completions", MAGISTRAL))
+
+    assert answer.text == "The answer is 4."
+    assert answer.extra["reasoning"] == "2 and 2 make 4."
+    assert answer.finish_reason == "stop"
+    assert answer.model == "magistral-medium-2507"
+    assert answer.usage.total_tokens == 40
+
+
+def test_a_streamed_mistral_answer_of_chunks_has_timed_text_deltas_and_reasoning():
+    thinking = [{"type": "thinking", "thinking": [{"type": "text", "text": "Four."}]}]
+    events = [
+        {"t": 100.0, "data": _chunk(thinking)},
+        {"t": 200.0, "data": _chunk([{"type": "text", "text": "It is "}])},
+        {"t": 350.0, "data": _chunk([{"type": "text", "text": "4."}], finish="stop")},
+        {"t": 360.0, "text": "[DONE]"},
+    ]
+
+    answer = view(_stream("https://api.mistral.ai/v1/chat/completions", events))
+
+    assert answer.text == "It is 4."
+    assert answer.deltas == ((0.2, "It is "), (0.35, "4."))
+    assert answer.extra["reasoning"] == "Four."
+
+
+def test_a_view_error_cut_short_says_so_with_an_ellipsis():
+    body = {"choices": [{"message": {"content": {"note": "x" * 200}}, "finish_reason": "stop"}]}
+
+    with pytest.raises(ViewError) as caught:
+        view(_answer(build.OPENAI_CHAT_URL, body))
+
+    message = str(caught.value)
+    assert "a text field holds dict {'note': 'xxx" in message
+    assert message.endswith("x..., not a string")
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,6 @@
 
 import json
 
-import pytest
-
 from pytest_toolnexus._store.cassette import (
     EventStreamBody,
     Interaction,
@@ -12,7 +10,7 @@ from pytest_toolnexus._store.cassette import (
     frame_doc,
 )
 from pytest_toolnexus._store.eventstream import Frame, Header, encode
-from pytest_toolnexus.views import ViewError, view
+from pytest_toolnexus.views import view
 
 URL = (
     "https://bedrock-runtime.us-east-1.amazonaws.com/model/amazon.nova-lite-v1%3A0/converse-stream"
@@ -77,11 +75,14 @@ def test_a_streamed_tool_call_is_gathered_with_its_arguments_as_json():
     assert result.model == "amazon.nova-lite-v1:0"
 
 
-def test_an_exception_frame_is_a_view_error_naming_it():
+def test_an_exception_frame_is_the_views_error_naming_it():
     broken = answer(
         event(100, "messageStart", {"role": "assistant"}),
+        event(150, "contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "Let"}}),
         event(200, "throttlingException", {"message": "Too many tokens"}, "exception"),
     )
 
-    with pytest.raises(ViewError, match="throttlingException: Too many tokens"):
-        view(broken)
+    result = view(broken)
+
+    assert result.error == "throttlingException: Too many tokens"
+    assert result.text == "Let"

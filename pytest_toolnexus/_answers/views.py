@@ -25,6 +25,7 @@ from pytest_toolnexus._providers import (
     ViewError,
     WireRequest,
     read,
+    shown,
 )
 from pytest_toolnexus._providers import provider_of as _dialect_of
 from pytest_toolnexus._store.cassette import (
@@ -146,7 +147,7 @@ def _seconds(t: object) -> float:
     if t is None:
         return 0.0
     if isinstance(t, bool) or not isinstance(t, int | float):
-        raise ViewError(f"a piece is stamped {t!r:.40}, not a time in ms")
+        raise ViewError(f"a piece is stamped {shown(t, 40)}, not a time in ms")
     return float(t) / 1000
 
 

@@ -17,7 +17,7 @@ import functools
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from ._answer import InStreamError, ProviderView, ToolCallView, Usage, ViewError
+from ._answer import ProviderView, ToolCallView, Usage, ViewError, cut, shown
 from ._protocol import Dialect, Name, Piece, WireRequest
 from .anthropic import DIALECT as ANTHROPIC
 from .bedrock import DIALECT as BEDROCK
@@ -37,7 +37,6 @@ __all__ = [
     "OPENAI_CHAT",
     "OPENAI_RESPONSES",
     "Dialect",
-    "InStreamError",
     "Name",
     "Piece",
     "ProviderView",
@@ -49,6 +48,7 @@ __all__ = [
     "ends_stream",
     "provider_of",
     "read",
+    "shown",
     "url_asks_for_stream",
 ]
 
@@ -104,10 +104,8 @@ def read(dialect: Dialect, pieces: Iterable[Piece], request: WireRequest) -> Pro
     ``ViewError`` that names the dialect and what went wrong."""
     try:
         return dialect.read(pieces, request)
-    except InStreamError:
-        raise
     except ViewError as exc:
         raise ViewError(f"the {dialect.name} answer does not parse: {exc}") from exc
     except Exception as exc:  # a reader walks untrusted JSON: any failure is the body's
-        reason = f"{type(exc).__name__}: {exc}"[:300]
+        reason = cut(f"{type(exc).__name__}: {exc}", 300)
         raise ViewError(f"the {dialect.name} answer does not parse: {reason}") from exc

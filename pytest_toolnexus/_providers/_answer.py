@@ -17,24 +17,20 @@ from ._protocol import Name, Piece
 
 __all__ = [
     "Answer",
-    "InStreamError",
     "ProviderView",
     "ToolCallView",
     "Usage",
     "ViewError",
+    "cut",
     "json_text",
     "mappings",
+    "shown",
     "usage",
 ]
 
 
 class ViewError(ValueError):
     """The interaction is not an answer this view understands, or its body is malformed."""
-
-
-class InStreamError(ViewError):
-    """The answer is a 2xx whose body reports an error (an ``event: error`` in a stream, say):
-    a failure the provider sent, not a body that does not parse."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +56,9 @@ class Usage:
 class ProviderView:
     """What the model answered, in one shape. ``deltas`` are ``(seconds, text)`` pairs: when
     each piece of text arrived, from the moment the request was sent (empty for an answer that
-    was not streamed)."""
+    was not streamed). ``error`` is what the answer itself reports as an error inside a 2xx (an
+    error event in a stream, a failed response), or None: the text and calls before it are
+    still read."""
 
     provider: Name
     text: str
@@ -72,6 +70,18 @@ class ProviderView:
     raw_finish_reason: str | None = None
     streamed: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` whole when it fits in ``limit`` characters; else its start and ``...``, so that
+    a message never ends mid-value as if that were the whole value."""
+    return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """``repr(value)`` for a message, cut with :func:`cut`."""
+    return cut(repr(value), limit)
 
 
 def _int(value: object) -> int | None:
@@ -112,10 +122,10 @@ def items(value: object) -> list[Mapping[str, Any]]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise ViewError(f"a list field holds {type(value).__name__} {value!r:.60}")
+        raise ViewError(f"a list field holds {type(value).__name__} {shown(value)}")
     for item in value:
         if not isinstance(item, Mapping):
-            raise ViewError(f"a list field holds {type(item).__name__} {item!r:.60}, not objects")
+            raise ViewError(f"a list field holds {type(item).__name__} {shown(item)}, not objects")
     return value
 
 
@@ -125,7 +135,7 @@ def obj(value: object) -> Mapping[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ViewError(f"an object field holds {type(value).__name__} {value!r:.60}")
+        raise ViewError(f"an object field holds {type(value).__name__} {shown(value)}")
     return value
 
 
@@ -145,6 +155,12 @@ class Answer:
     model: str | None = None
     usage: Usage = field(default_factory=Usage)
     streamed: bool = False
+    error: str | None = None
+
+    def fail(self, problem: str) -> None:
+        """An error the answer reports inside a 2xx; the first one is the view's ``error``."""
+        if self.error is None:
+            self.error = problem
 
     def say(self, t: float | None, piece: object) -> None:
         """Text that arrived at ``t`` (None: not streamed)."""
@@ -152,7 +168,7 @@ class Answer:
             piece = ""
         if not isinstance(piece, str):
             raise ViewError(
-                f"a text field holds {type(piece).__name__} {piece!r:.60}, not a string"
+                f"a text field holds {type(piece).__name__} {shown(piece)}, not a string"
             )
         self.text.append(piece)
         if t is not None:
@@ -198,6 +214,7 @@ class Answer:
             self.raw,
             self.streamed,
             extra,
+            self.error,
         )
 
 

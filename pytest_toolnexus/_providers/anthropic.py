@@ -19,13 +19,14 @@ from typing import Any, Final
 
 from ._answer import (
     Answer,
-    InStreamError,
     ProviderView,
     ViewError,
+    cut,
     items,
     mappings,
     obj,
     raw_reason,
+    shown,
     usage,
 )
 from ._protocol import Name, Piece, WireRequest
@@ -92,7 +93,7 @@ class AnthropicMessages:
         error = payload.get("error")
         if isinstance(error, Mapping):
             return f"{error.get('type', 'error')}: {error.get('message', '')}"
-        return json.dumps(error, default=str)[:300]
+        return cut(json.dumps(error, default=str), 300)
 
     def read(self, pieces: Iterable[Piece], request: WireRequest) -> ProviderView:
         answer = Answer(self.name)
@@ -102,7 +103,8 @@ class AnthropicMessages:
         for t, name, doc in mappings(pieces):
             kind = doc.get("type", name)
             if kind == "error":
-                raise InStreamError(f"the stream carries an error: {doc.get('error')}")
+                answer.fail(self.stream_error(name, doc) or "an error event")
+                continue
             if kind == "message":
                 answer.model = _model(doc.get("model"))
                 answer.raw = raw_reason(doc.get("stop_reason"))
@@ -140,7 +142,7 @@ def _model(value: object) -> str | None:
 def _index(doc: Mapping[str, Any]) -> int:
     index = doc.get("index", 0)
     if not isinstance(index, int) or isinstance(index, bool):
-        raise ViewError(f"a content block event has the index {index!r:.40}, not a number")
+        raise ViewError(f"a content block event has the index {shown(index, 40)}, not a number")
     return index
 
 
@@ -200,7 +202,7 @@ def _delta(
             )
         piece = delta.get("partial_json", "")
         if not isinstance(piece, str):
-            raise ViewError(f"an input_json_delta holds {piece!r:.60}, not a string")
+            raise ViewError(f"an input_json_delta holds {shown(piece)}, not a string")
         calls[index]["args"] += piece
 
 

@@ -11,13 +11,13 @@ from urllib.parse import unquote
 
 from ._answer import (
     Answer,
-    InStreamError,
     ProviderView,
     ViewError,
     items,
     mappings,
     obj,
     raw_reason,
+    shown,
     usage,
 )
 from ._protocol import Name, Piece, WireRequest
@@ -81,7 +81,8 @@ class BedrockConverse:
         for t, name, doc in mappings(pieces):
             problem = self.stream_error(name, doc)
             if problem is not None:
-                raise InStreamError(f"the stream carries an error: {problem}")
+                answer.fail(problem)
+                continue
             if name is None:  # converse: one JSON answer
                 message = obj(obj(doc.get("output")).get("message"))
                 for block in items(message.get("content")):
@@ -131,7 +132,7 @@ class BedrockConverse:
 
 def _index(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
-        raise ViewError(f"a content block event has the index {value!r:.40}, not a number")
+        raise ViewError(f"a content block event has the index {shown(value, 40)}, not a number")
     return value
 
 

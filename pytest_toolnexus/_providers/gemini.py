@@ -15,8 +15,8 @@ from typing import Any, Final
 
 from ._answer import (
     Answer,
-    InStreamError,
     ProviderView,
+    cut,
     items,
     mappings,
     obj,
@@ -80,7 +80,7 @@ class Gemini:
         error = payload["error"]
         if isinstance(error, Mapping):
             return f"{error.get('status', error.get('code', 'error'))}: {error.get('message', '')}"
-        return json.dumps(error, default=str)[:300]
+        return cut(json.dumps(error, default=str), 300)
 
     def read(self, pieces: Iterable[Piece], request: WireRequest) -> ProviderView:
         answer = Answer(self.name)
@@ -88,7 +88,8 @@ class Gemini:
         for t, name, doc in mappings(pieces):
             problem = self.stream_error(name, doc)
             if problem is not None:
-                raise InStreamError(f"the answer carries an error: {problem}")
+                answer.fail(problem)
+                continue
             count += 1
             model = doc.get("modelVersion")
             answer.model = model if isinstance(model, str) else answer.model

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ._answer import Answer, InStreamError, ProviderView, items, mappings, obj, raw_reason, usage
+from ._answer import Answer, ProviderView, cut, items, mappings, obj, raw_reason, usage
 from ._protocol import Name, Piece, WireRequest
 
 __all__ = ["DIALECT", "Ollama"]
@@ -39,7 +39,7 @@ class Ollama:
     def stream_error(self, event: str | None, payload: object) -> str | None:
         if isinstance(payload, Mapping) and payload.get("error"):
             error = payload["error"]
-            return error if isinstance(error, str) else json.dumps(error, default=str)[:300]
+            return error if isinstance(error, str) else cut(json.dumps(error, default=str), 300)
         return None
 
     def read(self, pieces: Iterable[Piece], request: WireRequest) -> ProviderView:
@@ -48,7 +48,8 @@ class Ollama:
         for t, name, doc in mappings(pieces):
             problem = self.stream_error(name, doc)
             if problem is not None:
-                raise InStreamError(f"the answer carries an error: {problem}")
+                answer.fail(problem)
+                continue
             lines += 1
             model = doc.get("model")
             answer.model = model if isinstance(model, str) else answer.model

@@ -12,6 +12,7 @@ from ._answer import (
     Answer,
     ProviderView,
     ViewError,
+    cut,
     items,
     mappings,
     obj,
@@ -35,7 +36,7 @@ def openai_error_text(error: object) -> str:
     """What an OpenAI ``error`` value says: its message, or the value itself."""
     if isinstance(error, dict) and isinstance(error.get("message"), str):
         return str(error["message"])
-    return json.dumps(error, default=str)[:300]
+    return cut(json.dumps(error, default=str), 300)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +69,11 @@ class OpenAIChat:
     def read(self, pieces: Iterable[Piece], request: WireRequest) -> ProviderView:
         answer = Answer(self.name)
         streamed_calls: dict[int, dict[str, str]] = {}
-        for t, _, doc in mappings(pieces):
+        for t, name, doc in mappings(pieces):
+            problem = self.stream_error(name, doc)
+            if problem is not None:
+                answer.fail(problem)
+                continue
             model = doc.get("model")
             answer.model = model if isinstance(model, str) else answer.model
             if doc.get("usage"):
@@ -80,7 +85,7 @@ class OpenAIChat:
                 answer.raw = raw_reason(choice.get("finish_reason")) or answer.raw
                 if "delta" not in choice:
                     message = obj(choice.get("message"))
-                    answer.say(None, message.get("content"))
+                    _content(answer, None, message.get("content"))
                     for call in items(message.get("tool_calls")):
                         function = obj(call.get("function"))
                         answer.call(
@@ -90,7 +95,7 @@ class OpenAIChat:
                 answer.streamed = True
                 delta = obj(choice["delta"])
                 if delta.get("content"):
-                    answer.say(t, delta["content"])
+                    _content(answer, t, delta["content"])
                 for call in items(delta.get("tool_calls")):
                     index = call.get("index", 0)
                     if not isinstance(index, int):
@@ -103,6 +108,26 @@ class OpenAIChat:
         for _, slot in sorted(streamed_calls.items()):
             answer.call(slot["id"], slot["name"], slot["args"])
         return answer.done({})
+
+
+def _content(answer: Answer, t: float | None, content: object) -> None:
+    """A message's (or a delta's) ``content``: a string, or a list of typed chunks, as Mistral's
+    reasoning models send it: ``text`` chunks are the answer's text, ``thinking`` chunks (each
+    a list of text chunks, or a string) its reasoning."""
+    if not isinstance(content, list):
+        answer.say(t, content)
+        return
+    for chunk in items(content):
+        kind = chunk.get("type")
+        if kind == "text":
+            answer.say(t, chunk.get("text"))
+        elif kind == "thinking":
+            thinking = chunk.get("thinking")
+            if isinstance(thinking, list):
+                for part in items(thinking):
+                    answer.think(part.get("text"))
+            else:
+                answer.think(thinking)
 
 
 def _str(value: object) -> str:

@@ -18,13 +18,13 @@ from typing import Any, Final
 
 from ._answer import (
     Answer,
-    InStreamError,
     ProviderView,
     ViewError,
     items,
     mappings,
     obj,
     raw_reason,
+    shown,
     usage,
 )
 from ._protocol import Name, Piece, WireRequest
@@ -102,6 +102,9 @@ class OpenAIResponses:
         final: Mapping[str, Any] | None = None
         for t, name, doc in mappings(pieces):
             kind = doc.get("type", name)
+            problem = self.stream_error(name, doc)
+            if problem is not None:
+                answer.fail(problem)
             if kind == "response.output_text.delta":
                 answer.streamed = True
                 answer.say(t, doc.get("delta", ""))
@@ -109,9 +112,11 @@ class OpenAIResponses:
                 answer.streamed = True
                 final = obj(doc.get("response")) or None
             elif kind == "error":
-                raise InStreamError(f"the stream carries an error: {self.stream_error(name, doc)}")
+                answer.streamed = True
             elif doc.get("object") == "response":
                 final = doc
+        if final is None and answer.error is not None:
+            return answer.done(_REASONS)  # the stream ended in its error, with no response
         if final is None:
             raise ViewError("the Responses answer has no final response object")
         whole: list[str] = []
@@ -136,7 +141,7 @@ def _item(answer: Answer, item: Mapping[str, Any], whole: list[str]) -> None:
             if part.get("type") == "output_text":
                 text = part.get("text", "")
                 if not isinstance(text, str):
-                    raise ViewError(f"an output_text part holds {text!r:.60}, not a string")
+                    raise ViewError(f"an output_text part holds {shown(text)}, not a string")
                 whole.append(text)
     elif kind == "function_call":
         answer.call(item.get("call_id"), item.get("name"), item.get("arguments", ""))
