@@ -16,6 +16,7 @@ from pytest_toolnexus._bridges.httpx import HTTPBridge
 from pytest_toolnexus._seam.errors import CassetteMissError
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.transport import TransportRequest, TransportResponse
+from pytest_toolnexus._session import miss
 from pytest_toolnexus._session.match import MatchRules, normalize_url, parse_body_path
 from pytest_toolnexus._session.session import CassetteSession
 from pytest_toolnexus._store.cassette import (
@@ -366,6 +367,68 @@ def test_the_miss_message_says_when_the_only_match_was_already_played(conversati
     assert "record mode 'all'" in message
     assert "allow_repeats=True" in message
     assert "Nearest recorded request" not in message
+
+
+SYSTEM = {"role": "system", "content": "You answer in one line."}
+WEATHER_CALL = {
+    "role": "assistant",
+    "tool_calls": [{"id": "c1", "function": {"name": "weather", "arguments": '{"city":"Paris"}'}}],
+}
+
+
+def agent_turn(question, *rest):
+    return {"model": "gpt-x", "messages": [SYSTEM, {"role": "user", "content": question}, *rest]}
+
+
+def test_the_nearest_request_is_the_one_whose_body_is_most_alike_among_those_on_its_url(
+    cassette,
+):
+    # Given three recorded requests to one URL, none played: two first turns of other
+    # conversations, and, between them, the tool-result turn of the weather conversation
+    tool_turn = agent_turn(
+        "Weather in Paris?",
+        WEATHER_CALL,
+        {"role": "tool", "tool_call_id": "c1", "content": "18C"},
+    )
+    session = cassette(
+        recording(agent_turn("Tell me a joke")),
+        recording(tool_turn),
+        recording(agent_turn("What is 2 + 2?")),
+    )
+    changed = agent_turn(
+        "Weather in Paris?",
+        WEATHER_CALL,
+        {"role": "tool", "tool_call_id": "c1", "content": "19C"},
+    )
+
+    # When the tool-result turn is sent with another tool result
+    with pytest.raises(CassetteMissError) as caught:
+        send(session, body=changed)
+
+    # Then the nearest is that turn, and the fix names the one value that changed, not the
+    # whole message list
+    lines = str(caught.value).splitlines()
+    assert f"Nearest recorded request: #1 POST {URL} (not yet played)" in lines
+    assert "  root['messages'][3]['content']: recorded '18C', sent '19C'" in lines
+    assert (
+        "  - if those values change from run to run, ignore them: "
+        "ignore_body=['messages.3.content']"
+    ) in lines
+
+
+def test_with_one_request_on_the_url_the_bodies_are_not_compared_to_rank_it(cassette, monkeypatch):
+    # Given one recorded request on the URL (and one on another path)
+    session = cassette(recording(CHAT), recording(CHAT, url=URL.replace("chat/", "")))
+    walked = []
+    real = miss._leaves
+    monkeypatch.setattr(miss, "_leaves", lambda value: walked.append(value) or real(value))
+
+    with pytest.raises(CassetteMissError) as caught:
+        send(session, body={**CHAT, "temperature": 0.9})
+
+    # Then it is the nearest, and no body was walked to rank it
+    assert f"Nearest recorded request: #0 POST {URL} (not yet played)" in str(caught.value)
+    assert walked == []
 
 
 @pytest.mark.parametrize(("letter", "size"), [("x", 10_059), ("\u00e9", 20_059)])

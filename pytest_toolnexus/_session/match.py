@@ -540,12 +540,17 @@ class Index:
         request: TransportRequest,
         limit: int = 1,
         mask: Callable[[str], str] | None = None,
+        closeness: Callable[[RecordedRequest], float] | None = None,
     ) -> list[Candidate]:
         """The recorded requests most like ``request``, closest first. ``mask`` is applied to
-        every string of both bodies before they are diffed and shortened for display."""
+        every string of both bodies before they are diffed and shortened for display.
+
+        Requests are ranked by method and URL; among several that tie for the closest there,
+        by ``closeness`` (higher is closer: how alike the bodies are), which is not asked when
+        only one request is that close."""
         url = normalize_url(request.url, self.rules.masked_query)
         path = urlsplit(url).path
-        scored: list[tuple[int, bool, int]] = []
+        scored: list[tuple[int, float, bool, int]] = []
         for position, interaction in enumerate(self.interactions):
             recorded = interaction.request
             other = normalize_url(recorded.url, self.rules.masked_query)
@@ -555,10 +560,17 @@ class Index:
             if other != url:
                 score += 10 if urlsplit(other).path == path else 50
             # Among equally close requests, one not yet played is the likelier intended match.
-            scored.append((score, self.played[position], position))
+            scored.append((score, 0.0, self.played[position], position))
+        best = min((entry[0] for entry in scored), default=0)
+        tied = [i for i, entry in enumerate(scored) if entry[0] == best]
+        if closeness is not None and len(tied) > 1:
+            for i in tied:
+                score, _, played, position = scored[i]
+                recorded = self.interactions[position].request
+                scored[i] = (score, -closeness(recorded), played, position)
         scored.sort()
         result: list[Candidate] = []
-        for _, _, position in scored[:limit]:
+        for _, _, _, position in scored[:limit]:
             recorded = self.interactions[position].request
             differences, ignorable = describe_difference(self.rules, recorded, request, mask)
             query = tuple(

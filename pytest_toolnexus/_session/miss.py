@@ -9,7 +9,8 @@ masked before anything is cut or printed, so the message is safe in logs and CI 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -17,10 +18,11 @@ from pytest_toolnexus._safety.redact import redact_url
 from pytest_toolnexus._safety.secrets import SecretScanner
 from pytest_toolnexus._seam.errors import CassetteMissError
 from pytest_toolnexus._seam.transport import TransportRequest
+from pytest_toolnexus._store.cassette import RecordedRequest
 
-from .match import Index
+from .match import Index, MatchRules, live_body
 
-__all__ = ["body_summary", "miss_error", "missing_error", "missing_message"]
+__all__ = ["body_closeness", "body_summary", "miss_error", "missing_error", "missing_message"]
 
 _BODY_PREVIEW: Final = 240
 
@@ -41,6 +43,58 @@ def body_summary(request: TransportRequest, scanner: SecretScanner) -> str:
     if len(masked) <= _BODY_PREVIEW:
         return masked
     return f"{masked[:_BODY_PREVIEW]} ... ({size} bytes in all)"
+
+
+def _leaves(value: Any) -> Counter[tuple[Any, ...]]:
+    """Every leaf of a JSON value with the path to it, as a multiset; a container's path is
+    counted too, so that an empty list or object still says it is there."""
+    found: Counter[tuple[Any, ...]] = Counter()
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, dict):
+            found[(*path, "{}")] += 1
+            stack.extend(((*path, key), child) for key, child in item.items())
+        elif isinstance(item, list):
+            found[(*path, "[]")] += 1
+            stack.extend(((*path, index), child) for index, child in enumerate(item))
+        else:
+            found[(*path, "=", json.dumps(item, default=str))] += 1
+    return found
+
+
+def body_closeness(
+    rules: MatchRules, request: TransportRequest
+) -> Callable[[RecordedRequest], float]:
+    """How alike a recorded request's body is to ``request``'s, from 0 to 1: the share of
+    (path, value) leaves the two JSON bodies have in common (so a conversation one turn longer
+    is closer than another conversation), or of their leading bytes for other bodies. The sent
+    body is walked on the first call only, and not at all when nothing asks."""
+    sent: list[tuple[str, Any, Counter[tuple[Any, ...]]]] = []
+
+    def closeness(recorded: RecordedRequest) -> float:
+        if not sent:
+            kind, value = rules.body_value(live_body(request))
+            sent.append((kind, value, _leaves(value) if kind == "json" else Counter()))
+        kind, body, sent_leaves = sent[0]
+        other_kind, value = rules.body_value(recorded.body)
+        if other_kind != kind:
+            return 0.0
+        if kind == "json":
+            leaves = _leaves(value)
+            shared = sum((leaves & sent_leaves).values())
+            whole = sum(leaves.values()) + sum(sent_leaves.values()) - shared
+            return shared / max(whole, 1)
+        if not isinstance(value, bytes) or not isinstance(body, bytes):
+            return 0.0
+        common = 0
+        for a, b in zip(value, body, strict=False):
+            if a != b:
+                break
+            common += 1
+        return common / max(len(value), len(body), 1)
+
+    return closeness
 
 
 def missing_message(path: Path, note: str | None) -> str:
@@ -96,7 +150,8 @@ def miss_error(
         ]
     else:
         try:
-            nearest = index.nearest(request, limit=1, mask=scanner.mask)
+            closeness = body_closeness(index.rules, request)
+            nearest = index.nearest(request, limit=1, mask=scanner.mask, closeness=closeness)
             too_deep = False
         except RecursionError:
             # Matching compares a body nested this deep (in C), but the walks that say how two
