@@ -21,6 +21,7 @@ import anthropic
 import httpx2
 import openai
 import pytest
+import yaml
 from anthropic.types import Message, RawMessageStreamEvent
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response, ResponseStreamEvent
@@ -362,3 +363,77 @@ def test_the_67_openai_and_anthropic_answers_replay_through_the_real_sdks(conver
         "messages thinking blocks": 10,
         "messages redacted thinking blocks": 2,
     }
+
+
+def _text_streams():
+    """(file, interaction number, body text) of every vcrpy interaction in the corpus whose
+    response body is an event stream written as plain text (not !!binary)."""
+    found = []
+    for source in vcr_oracle.corpus_files():
+        if source.suffix != ".yaml":
+            continue
+        document = vcr_oracle.read_document(source)
+        for number, interaction in enumerate(document["interactions"]):
+            body = interaction["response"].get("body")
+            text = body.get("string") if isinstance(body, dict) else None
+            if isinstance(text, str) and text.startswith(("data:", "event:")):
+                found.append((source, number, text))
+    return found
+
+
+def _stored_events(path, number):
+    return [
+        {k: v for k, v in event.items() if k != "t"}
+        for event in load_cassette(path).interactions[number].response.body.events
+    ]
+
+
+@pytest.mark.parametrize("lead", [" ", " \n", "\ufeff"], ids=["space", "blank", "bom"])
+def test_a_real_event_stream_after_leading_whitespace_is_split_with_a_warning(
+    tmp_path, converted, lead
+):
+    # Given every real plain-text event stream of the corpus, each now beginning with
+    # whitespace (as a hand-edited or re-serialized cassette may: " data: {...")
+    out, _, _, _ = converted
+    streams = _text_streams()
+    assert len(streams) >= 10
+    for index, (source, number, text) in enumerate(streams):
+        document = vcr_oracle.read_document(source)
+        document["interactions"][number]["response"]["body"]["string"] = lead + text
+        moved = tmp_path / f"{index}.yaml"
+        moved.write_text(yaml.safe_dump(document, allow_unicode=True))
+
+        # When it is imported
+        code, stdout, stderr = run_cli(["import-vcr", str(moved)])
+
+        # Then its events are the ones the unchanged file imports to, and a warning says
+        # what was dropped
+        assert code == 0, stderr
+        original = imported_path(out, source)
+        assert _stored_events(moved.with_suffix(".msgpack"), number) == _stored_events(
+            original, number
+        ), source
+        assert f"warning: {moved}: interaction #{number} (" in stderr
+        assert "of whitespace before its first field" in stderr
+        assert f"#{number} " in stdout
+        assert "sse, " in stdout.splitlines()[number]
+
+
+def test_a_real_event_stream_with_an_indented_line_is_kept_whole_with_a_warning(tmp_path):
+    # Given a real event stream whose second event is indented, which no SSE parser reads
+    source, number, text = next(s for s in _text_streams() if "\n\n" in s[2])
+    first, rest = text.split("\n\n", 1)
+    document = vcr_oracle.read_document(source)
+    document["interactions"][number]["response"]["body"]["string"] = f"{first}\n\n  {rest}"
+    moved = tmp_path / "indented.yaml"
+    moved.write_text(yaml.safe_dump(document, allow_unicode=True))
+
+    code, stdout, stderr = run_cli(["import-vcr", str(moved)])
+
+    # Then it is kept as text (nothing is lost), and the warning names the line and the fix
+    assert code == 0, stderr
+    assert "text, " in stdout.splitlines()[number]
+    line = first.count("\n") + 3
+    assert f"warning: {moved}: interaction #{number} (" in stderr
+    assert f"the body looks like an event stream, but its line {line} is no SSE field" in stderr
+    assert "import it again to have it split into events" in stderr

@@ -20,7 +20,7 @@ scan, write), with its error sentences; the body conversion is already apart in
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -95,6 +95,7 @@ class Converted:
     interactions: list[Interaction]
     summaries: list[str]
     problems: list[str]
+    warnings: list[str] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,8 +186,10 @@ def _request(raw: Mapping[str, Any]) -> RecordedRequest:
     return RecordedRequest(method.upper(), uri, headers, body)
 
 
-def _response(raw: Mapping[str, Any], request: RecordedRequest) -> tuple[RecordedResponse, str]:
-    """The stored response, and a note on what was decoded."""
+def _response(
+    raw: Mapping[str, Any], request: RecordedRequest
+) -> tuple[RecordedResponse, str, str]:
+    """The stored response, a note on what was decoded, and a warning ("" when none)."""
     _check_keys(raw, RESPONSE_KEYS, "the response")
     url = raw.get("url")
     if url is not None and url != request.url:
@@ -202,7 +205,7 @@ def _response(raw: Mapping[str, Any], request: RecordedRequest) -> tuple[Recorde
         ("content", "body", "parsed_body") if old_httpx else ("body", "parsed_body"),
         "the response",
     )
-    note = ""
+    note = warning = ""
     body: Body
     if field == "parsed_body":
         body = parsed_body(raw["parsed_body"], "the response")
@@ -211,25 +214,25 @@ def _response(raw: Mapping[str, Any], request: RecordedRequest) -> tuple[Recorde
         data = raw_data.data
         if not old_httpx:
             data, note = decode(headers, raw_data)
-        body = response_body(headers.without(*_WIRE_HEADERS), data, binary=raw_data.binary)
+        body, warning = response_body(headers.without(*_WIRE_HEADERS), data, binary=raw_data.binary)
     dropped: tuple[str, ...] = _WIRE_HEADERS
     if isinstance(body, EmptyBody) and keeps_content_length(request.method, status):
         # No body by definition: its content-length is the size a GET would have had.
         dropped = ("content-encoding", "transfer-encoding")
     response = RecordedResponse(status, headers.without(*dropped), body, 0.0, 0.0)
-    return response, f", {note}" if note else ""
+    return response, f", {note}" if note else "", warning
 
 
-def _convert_one(raw: object, answers: AnsweredRequest | None) -> tuple[Interaction, str]:
+def _convert_one(raw: object, answers: AnsweredRequest | None) -> tuple[Interaction, str, str]:
     """One vcrpy interaction (or, when ``answers`` is given, a response-only fixture) as a
-    stored interaction (before redaction), and a note on the encodings decoded from its
-    response body."""
+    stored interaction (before redaction), a note on the encodings decoded from its
+    response body, and a warning about that body ("" when none)."""
     if answers is not None:
         if not isinstance(raw, Mapping):
             raise BodyProblem("the fixture is not a map")
         request = answers.recorded()
-        response, note = _response(fixture_response(raw), request)
-        return Interaction(request, response), f"{note}, any request body"
+        response, note, warning = _response(fixture_response(raw), request)
+        return Interaction(request, response), f"{note}, any request body", warning
     if not isinstance(raw, Mapping):
         raise BodyProblem("the interaction is not a map")
     _check_keys(raw, INTERACTION_KEYS, "the interaction")
@@ -238,8 +241,8 @@ def _convert_one(raw: object, answers: AnsweredRequest | None) -> tuple[Interact
     if not isinstance(request_raw, Mapping) or not isinstance(response_raw, Mapping):
         raise BodyProblem("the interaction needs a 'request' map and a 'response' map")
     request = _request(request_raw)
-    response, note = _response(response_raw, request)
-    return Interaction(request, response), note
+    response, note, warning = _response(response_raw, request)
+    return Interaction(request, response), note, warning
 
 
 def _kind(response: RecordedResponse) -> str:
@@ -285,9 +288,10 @@ def convert(
     interactions: list[Interaction] = []
     summaries: list[str] = []
     problems: list[str] = []
+    warnings: list[str] = []
     for number, raw in enumerate(raw_interactions):
         try:
-            interaction, note = _convert_one(raw, answers)
+            interaction, note, warning = _convert_one(raw, answers)
         except BodyProblem as exc:
             label = _label(raw, answers)
             problems.append(scanner.mask(f"interaction #{number} ({label}): {exc}"))
@@ -302,7 +306,10 @@ def convert(
                 f"{_kind(response)}{note}"
             )
         )
-    return Converted(interactions, summaries, problems)
+        if warning:
+            label = _label(raw, answers)
+            warnings.append(scanner.mask(f"interaction #{number} ({label}): {warning}"))
+    return Converted(interactions, summaries, problems, warnings)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -325,6 +332,8 @@ class Outcome:
     cassette: Cassette | None
     summaries: list[str]
     errors: list[str]
+    warnings: list[str] = field(default_factory=list)
+    """What was converted but deserves a look (a body that looks like a stream, kept whole)."""
 
 
 def _no_request(source: Path) -> VcrImportError:
@@ -360,7 +369,7 @@ def convert_file(
             f"{dest} was not written: {len(converted.problems)} interaction(s) could not be "
             "converted"
         )
-        return Outcome(None, converted.summaries, errors)
+        return Outcome(None, converted.summaries, errors, converted.warnings)
     hits = scanner.scan(converted.interactions)
     if hits:
         errors = [
@@ -369,10 +378,10 @@ def convert_file(
             "Remove them from the vcrpy cassette (or re-record it with filter_headers / "
             "filter_query_parameters), or, for a known fake value, pass --allow-secret VALUE.",
         ]
-        return Outcome(None, converted.summaries, errors)
+        return Outcome(None, converted.summaries, errors, converted.warnings)
     meta = _meta(source, found.flavour, fixture=found.fixture is not None)
     cassette = Cassette(dest, converted.interactions, meta)
-    return Outcome(cassette, converted.summaries, [])
+    return Outcome(cassette, converted.summaries, [], converted.warnings)
 
 
 def load_vcr_cassette(
@@ -435,6 +444,8 @@ def write_one(
     if summaries:
         for line in outcome.summaries:
             print(line, file=out)
+    for line in outcome.warnings:
+        print(f"warning: {source}: {line}", file=err)
     if outcome.cassette is None:
         for line in outcome.errors:
             print(line if line.startswith(("  ", "Remove")) else f"error: {line}", file=err)

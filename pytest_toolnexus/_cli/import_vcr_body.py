@@ -23,7 +23,14 @@ from typing import Any, Final
 
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._session.record import BodyRecorder, fixed_body
-from pytest_toolnexus._store.cassette import Body, BytesBody, ChunksBody, EmptyBody, JsonBody
+from pytest_toolnexus._store.cassette import (
+    Body,
+    BytesBody,
+    ChunksBody,
+    EmptyBody,
+    JsonBody,
+    TextBody,
+)
 from pytest_toolnexus._store.streams import storable
 
 __all__ = [
@@ -47,6 +54,8 @@ _GZIP_MAGIC: Final = b"\x1f\x8b"
 _GZIP_FILE_TYPES: Final = frozenset({"application/gzip", "application/x-gzip"})
 _SSE_STARTS: Final = (b"event:", b"data:", b"id:", b"retry:", b": ")
 _SSE_FIELDS: Final = frozenset({"data", "event", "id", "retry"})
+# What may stand before an event stream's first field without being part of it.
+_LEADING: Final = b"\xef\xbb\xbf \t\r\n"
 _TEXT_TYPES: Final = ("text/", "application/xml", "application/javascript")
 
 
@@ -279,15 +288,63 @@ def request_body(headers: Headers, raw: RawBody) -> Body:
     return fixed_body(_typed(headers, raw.data), raw.data)
 
 
-def response_body(headers: Headers, data: bytes, *, binary: bool) -> Body:
-    """The stored body, as a recording would store it; streams are split with every piece at
-    ``t = 0``, since vcrpy keeps no timing. Bytes under a binary content-type (audio, an AWS
-    event stream) stay bytes even when they happen to decode as UTF-8."""
+def _leading_space(headers: Headers, data: bytes) -> tuple[bytes, str]:
+    """``data`` without the whitespace before its first SSE field when that whitespace alone
+    keeps it from reading as an event stream (``" data: ..."``, a BOM, a blank line of
+    spaces), and a warning saying so; else ``data`` unchanged and no warning."""
+    if _media(headers) not in ("", "text/event-stream"):
+        return data, ""
+    head = data.lstrip(_LEADING)
+    if (
+        len(head) == len(data)
+        or not head.startswith(_SSE_STARTS)
+        or _is_event_stream(data)
+        or not _is_event_stream(head)
+    ):
+        return data, ""
+    dropped = len(data) - len(head)
+    return head, (
+        f"the event stream begins with {dropped} byte(s) of whitespace before its first field "
+        f"({_preview(data)}); they were dropped and the stream was split into events, though "
+        "an SSE client given those bytes skips the first field"
+    )
+
+
+def _not_split(typed: Headers, data: bytes) -> str:
+    """A warning for a body that looks like an event stream (by its content-type or its
+    start) but was kept whole, naming the first line that is no SSE field; else ""."""
+    looks = _media(typed) == "text/event-stream" or data.lstrip(_LEADING).startswith(_SSE_STARTS)
+    if not looks:
+        return ""
+    text = data.decode(errors="replace")
+    for number, line in enumerate(text.splitlines(), 1):
+        if line and not line.startswith(":") and line.split(":", 1)[0] not in _SSE_FIELDS:
+            return (
+                f"the body looks like an event stream, but its line {number} is no SSE field "
+                f"({_preview(line.encode())}), so it was kept whole as text: a client reading "
+                "it as a stream would drop that line. Fix the line in the vcrpy cassette and "
+                "import it again to have it split into events"
+            )
+    return ""
+
+
+def _preview(data: bytes) -> str:
+    text = data.decode(errors="replace")
+    return repr(text if len(text) <= 40 else text[:37] + "...")
+
+
+def response_body(headers: Headers, data: bytes, *, binary: bool) -> tuple[Body, str]:
+    """The stored body, as a recording would store it, and a warning ("" when none); streams
+    are split with every piece at ``t = 0``, since vcrpy keeps no timing. Bytes under a binary
+    content-type (audio, an AWS event stream) stay bytes even when they happen to decode as
+    UTF-8. Whitespace before an event stream's first field is dropped, with a warning; a body
+    that looks like an event stream but is kept whole as text gets a warning too."""
     if not data:
-        return EmptyBody()
+        return EmptyBody(), ""
+    data, warning = _leading_space(headers, data)
     typed = _typed(headers, data)
     if binary and _binary_type(typed):
-        return BytesBody(data)
+        return BytesBody(data), warning
     recorder = BodyRecorder(typed)
     recorder.feed(data, 0.0)
     body = recorder.finish()
@@ -296,4 +353,6 @@ def response_body(headers: Headers, data: bytes, *, binary: bool) -> Body:
         body = fixed_body(typed, data)
     if isinstance(body, EmptyBody):
         raise BodyProblem(f"the response body has {len(data)} byte(s) that would be stored empty")
-    return body
+    if isinstance(body, TextBody):
+        warning = warning or _not_split(typed, data)
+    return body, warning
