@@ -334,6 +334,11 @@ class Outcome:
     errors: list[str]
     warnings: list[str] = field(default_factory=list)
     """What was converted but deserves a look (a body that looks like a stream, kept whole)."""
+    reasons: list[str] = field(default_factory=list)
+    """Why nothing was written, one line each: the interactions that could not be converted,
+    or where each remaining secret sits (never its value)."""
+    secret: bool = False
+    """Whether what kept it from being written is a remaining secret."""
 
 
 def _no_request(source: Path) -> VcrImportError:
@@ -369,7 +374,9 @@ def convert_file(
             f"{dest} was not written: {len(converted.problems)} interaction(s) could not be "
             "converted"
         )
-        return Outcome(None, converted.summaries, errors, converted.warnings)
+        return Outcome(
+            None, converted.summaries, errors, converted.warnings, list(converted.problems)
+        )
     hits = scanner.scan(converted.interactions)
     if hits:
         errors = [
@@ -378,7 +385,8 @@ def convert_file(
             "Remove them from the vcrpy cassette (or re-record it with filter_headers / "
             "filter_query_parameters), or, for a known fake value, pass --allow-secret VALUE.",
         ]
-        return Outcome(None, converted.summaries, errors, converted.warnings)
+        reasons = [str(hit) for hit in hits]
+        return Outcome(None, converted.summaries, errors, converted.warnings, reasons, True)
     meta = _meta(source, found.flavour, fixture=found.fixture is not None)
     cassette = Cassette(dest, converted.interactions, meta)
     return Outcome(cassette, converted.summaries, [], converted.warnings)

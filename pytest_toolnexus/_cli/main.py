@@ -199,8 +199,10 @@ def _parser() -> argparse.ArgumentParser:
         "vcr_cassette_dir and the vcr fixture. Prints a unified diff and a report of what "
         "was translated and what was not (with file and line); --write applies it. The suite "
         "is collected with pytest to learn its test names. Exits 0 when done (or nothing is "
-        "left), 1 when a cassette cannot be converted (nothing is written), 2 when the suite "
-        "cannot be collected. docs/migrating.md explains each translation.",
+        "left), 1 when some tests stay on @pytest.mark.vcr because their cassette cannot be "
+        "converted (a secret would remain, say: everything else is migrated, and the error "
+        "names the command that unblocks them), 2 when the suite cannot be collected. "
+        "docs/migrating.md explains each translation.",
     )
     migrate.add_argument("path", type=Path, metavar="PATH", help="the suite: its rootdir or tests")
     migrate.add_argument("--write", action="store_true", help="apply the changes")

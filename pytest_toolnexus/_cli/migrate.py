@@ -7,27 +7,30 @@ line). ``--write`` applies the same changes. Run twice, the second run finds not
 The suite is collected (``pytest --collect-only`` in a subprocess, with the probe plugin) so
 that every test id is pytest's own: parametrized ids, classes, and any override of
 ``vcr_cassette_dir`` or ``default_cassette_name`` are what pytest-recording would have used.
+
+A vcrpy cassette that cannot be converted (a secret would remain in it, say) blocks only its
+own tests: they stay on ``@pytest.mark.vcr`` (their whole file does when the marker is not on
+the test function itself), everything else is migrated, and the exit code is 1.
 """
 
 from __future__ import annotations
 
 import ast
-import difflib
 import os
 import re
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TextIO
 
 from pytest_toolnexus._store.cassette import Cassette
 
-from .import_vcr import VcrImportError, load_vcr_cassette
-from .migrate_plan import Conversion, Plan, Probe, plan, read_probe
+from .import_vcr import VcrImportError, convert_file
+from .migrate_plan import Conversion, Plan, Probe, ProbedTest, plan, read_probe
 from .migrate_probe import PROBE_ENV
+from .migrate_report import Blocked, Outcome, print_blocked, print_diffs, report, shown
 from .migrate_source import Finding, Rewrite, rewrite_source
 
 __all__ = ["migrate"]
@@ -35,17 +38,6 @@ __all__ = ["migrate"]
 _SKIP_DIRS: Final = frozenset(
     {"__pycache__", "node_modules", "venv", "site-packages", "build", "dist"}
 )
-_INI_FILES: Final = ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
-_REQUIREMENT_FILES: Final = re.compile(
-    r"(requirements[^/]*\.(txt|in)|pyproject\.toml|setup\.cfg|setup\.py|tox\.ini|Pipfile)$"
-)
-_PACKAGES: Final = re.compile(r"(?<![\w-])(pytest-recording|pytest_recording|vcrpy)(?![\w-])")
-_CLI_OPTIONS: Final = {
-    "--record-mode": "use --cassette-record (none, once, new, all; new_episodes is new)",
-    "--block-network": "drop it: a replay-only cassette blocks the network by itself",
-    "--allowed-hosts": "use --cassette-allow-hosts (host names, not regular expressions)",
-    "--disable-recording": "drop it; -p no:toolnexus turns pytest-toolnexus off",
-}
 _ROOT_CONFIG: Final = '''
 
 @pytest.fixture
@@ -58,15 +50,6 @@ def cassette_config():
 
 class MigrateError(Exception):
     """The suite cannot be migrated as it stands (exit code 2)."""
-
-
-@dataclass
-class _Outcome:
-    rewrites: dict[Path, tuple[str, Rewrite]] = field(default_factory=dict)
-    created: dict[Path, str] = field(default_factory=dict)
-    cassettes: list[tuple[Conversion, Cassette | None, str]] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    plan: Plan = field(default_factory=Plan)
 
 
 def _probe(path: Path, pytest_args: Sequence[str]) -> Probe:
@@ -117,32 +100,55 @@ def _mentions_recording(text: str) -> bool:
 
 
 def _rewrite_all(
-    files: Sequence[Path], probe: Probe, the_plan: Plan, outcome: _Outcome
-) -> set[tuple[Path, str]]:
-    """Rewrite every file; returns the (file, test) names that could not be placed."""
+    files: Sequence[Path],
+    the_plan: Plan,
+    outcome: Outcome,
+    keep: dict[Path, set[str]],
+    frozen: set[Path],
+) -> tuple[set[tuple[Path, str]], set[tuple[Path, str]]]:
+    """Rewrite every file but the ``frozen`` ones, leaving the tests in ``keep`` as they are;
+    returns the (file, test) names that could not be placed, and those kept on their own
+    ``vcr`` decorator."""
     outcome.rewrites.clear()
+    outcome.errors.clear()
     unplaced: set[tuple[Path, str]] = set()
+    kept: set[tuple[Path, str]] = set()
     for file in files:
+        if file in frozen:
+            continue
         text = file.read_bytes().decode("utf-8")
         if not _mentions_recording(text):
             continue
         names = the_plan.names.get(file, {})
+        wanted = keep.get(file, set())
         try:
-            rewrite = rewrite_source(text, names)
+            rewrite = rewrite_source(text, names, keep=wanted)
         except SyntaxError as exc:
             outcome.errors.append(f"{file}:{exc.lineno}: cannot be parsed: {exc.msg}")
             continue
-        unplaced.update((file, q) for q in names if q not in rewrite.placed)
+        kept.update((file, q) for q in rewrite.kept)
+        unplaced.update((file, q) for q in names if q not in rewrite.placed and q not in wanted)
         if rewrite.text != text or rewrite.findings:
             outcome.rewrites[file] = (text, rewrite)
-    return unplaced
+    return unplaced, kept
 
 
-def _root_conftest(probe: Probe, the_plan: Plan, outcome: _Outcome) -> None:
-    """Give the rootdir conftest.py a cassette_config with vcrpy's matching, unless it has one."""
-    if not any(t.marked for t in probe.tests):
-        return
+def _defines_cassette_config(text: str) -> bool:
+    return any(
+        isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == "cassette_config"
+        for n in ast.walk(ast.parse(text))
+    )
+
+
+def _root_conftest(probe: Probe, migrated: Sequence[ProbedTest], outcome: Outcome) -> None:
+    """Give the rootdir conftest.py a cassette_config with vcrpy's matching, unless it has one
+    or no migrated test would get it (each gets a vcr_config of its own nearer to it, which
+    shadows the rootdir's)."""
     conftest = probe.rootdir / "conftest.py"
+    root_file = conftest.resolve()
+    own = [t for t in migrated if t.config_from not in (None, root_file)]
+    if len(own) == len(migrated):
+        return
     if conftest in outcome.rewrites:
         old, rewrite = outcome.rewrites[conftest]
         if rewrite.defines_cassette_config:
@@ -150,29 +156,56 @@ def _root_conftest(probe: Probe, the_plan: Plan, outcome: _Outcome) -> None:
         text = rewrite.text
     elif conftest.exists():
         old = text = conftest.read_bytes().decode("utf-8")
-        if any(
-            isinstance(n, ast.FunctionDef) and n.name == "cassette_config"
-            for n in ast.walk(ast.parse(text))
-        ):
+        if _defines_cassette_config(text):
             return
         rewrite = Rewrite(text)
     else:
         outcome.created[conftest] = "import pytest\n" + _ROOT_CONFIG
-        return
-    if not re.search(r"^import pytest\b", text, re.MULTILINE):
-        text = "import pytest\n" + ("\n" if not text.startswith("import") else "") + text
-    rewrite.text = text.rstrip("\n") + "\n" + _ROOT_CONFIG
-    rewrite.findings.append(
-        Finding(1, 'cassette_config added with "match_on": "vcrpy" (vcrpy never matched bodies)')
-    )
-    outcome.rewrites[conftest] = (old, rewrite)
+        rewrite = None
+    if rewrite is not None:
+        if not re.search(r"^import pytest\b", text, re.MULTILINE):
+            text = "import pytest\n" + ("\n" if not text.startswith("import") else "") + text
+        rewrite.text = text.rstrip("\n") + "\n" + _ROOT_CONFIG
+        rewrite.findings.append(
+            Finding(
+                1, 'cassette_config added with "match_on": "vcrpy" (vcrpy never matched bodies)'
+            )
+        )
+        outcome.rewrites[conftest] = (old, rewrite)
+    if own:
+        others = sorted({shown(t.config_from, probe.rootdir) for t in own if t.config_from})
+        outcome.notes.append(
+            f"conftest.py: its cassette_config serves the {len(migrated) - len(own)} test(s) "
+            f"with no vcr_config of their own; the other {len(own)} get the cassette_config "
+            f"of {', '.join(others)} instead (converted from their vcr_config), which shadows "
+            'the rootdir\'s, so "match_on": "vcrpy" must be there too'
+        )
 
 
-def _convert(conversion: Conversion, allow_secrets: Sequence[str]) -> Cassette:
-    parts = [
-        load_vcr_cassette(source, conversion.target, allow_secrets=allow_secrets)[0]
-        for source in conversion.sources
-    ]
+def _load(the_plan: Plan, allow: Sequence[str], outcome: Outcome) -> dict[Path, Cassette]:
+    """Every vcrpy file the plan reads, converted; a file that cannot be is left out, and
+    ``outcome.blocked`` gets it (its tests are filled in later)."""
+    loaded: dict[Path, Cassette] = {}
+    for conversion in the_plan.conversions:
+        for source in conversion.sources:
+            if source in loaded or any(b.source == source for b in outcome.blocked):
+                continue
+            try:
+                result = convert_file(source, conversion.target, allow_secrets=allow)
+            except VcrImportError as exc:
+                outcome.blocked.append(Blocked(source, (str(exc),), False, ()))
+                continue
+            outcome.warnings.extend(f"{source}: {line}" for line in result.warnings)
+            if result.cassette is None:
+                reasons = tuple(result.reasons or result.errors)
+                outcome.blocked.append(Blocked(source, reasons, result.secret, ()))
+            else:
+                loaded[source] = result.cassette
+    return loaded
+
+
+def _merged(conversion: Conversion, loaded: dict[Path, Cassette]) -> Cassette:
+    parts = [loaded[source] for source in conversion.sources]
     meta = dict(parts[0].meta)
     if len(parts) > 1:
         meta["imported_from"] = "; ".join(str(p.meta.get("imported_from")) for p in parts)
@@ -180,13 +213,16 @@ def _convert(conversion: Conversion, allow_secrets: Sequence[str]) -> Cassette:
     return Cassette(conversion.target, interactions, meta)
 
 
-def _cassettes(the_plan: Plan, force: bool, allow: Sequence[str], outcome: _Outcome) -> None:
+def _cassettes(
+    the_plan: Plan, loaded: dict[Path, Cassette], kept: set[str], force: bool, outcome: Outcome
+) -> None:
+    """What becomes of each conversion that serves a migrated test."""
     for conversion in the_plan.conversions:
-        try:
-            cassette = _convert(conversion, allow)
-        except VcrImportError as exc:
-            outcome.errors.append(str(exc))
+        if all(nodeid in kept for nodeid in conversion.tests):
             continue
+        if any(source not in loaded for source in conversion.sources):
+            continue  # blocked: its tests are kept
+        cassette = _merged(conversion, loaded)
         target = conversion.target
         if target.exists():
             if target.read_bytes() == cassette.to_bytes():
@@ -198,138 +234,74 @@ def _cassettes(the_plan: Plan, force: bool, allow: Sequence[str], outcome: _Outc
         outcome.cassettes.append((conversion, cassette, "write"))
 
 
-def _shown(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
+def _blocked_tests(probe: Probe, the_plan: Plan, outcome: Outcome) -> list[ProbedTest]:
+    """The tests whose cassette reads a blocked file; each Blocked is given its tests."""
+    by_id = {t.nodeid: t for t in probe.tests}
+    sources = {b.source for b in outcome.blocked}
+    tests: dict[Path, list[str]] = {}
+    for conversion in the_plan.conversions:
+        for source in conversion.sources:
+            if source in sources:
+                tests.setdefault(source, []).extend(conversion.tests)
+    outcome.blocked = [
+        Blocked(b.source, b.reasons, b.secret, tuple(dict.fromkeys(tests.get(b.source, ()))))
+        for b in outcome.blocked
+    ]
+    return [by_id[n] for b in outcome.blocked for n in b.tests if n in by_id]
 
 
-def _diff(old: str, new: str, shown: str, created: bool = False) -> list[str]:
-    return list(
-        difflib.unified_diff(
-            old.splitlines(keepends=True),
-            new.splitlines(keepends=True),
-            "/dev/null" if created else f"a/{shown}",
-            f"b/{shown}",
-        )
-    )
-
-
-def _config_mentions(root: Path, scan: Path) -> tuple[list[str], list[str]]:
-    """pytest-recording options in ini files, and requirement lines naming it or vcrpy."""
-    options: list[str] = []
-    requirements: list[str] = []
-    folders = {root, scan if scan.is_dir() else scan.parent}
-    seen: set[Path] = set()
-    for folder in sorted(folders):
-        for file in sorted(folder.iterdir()) if folder.is_dir() else []:
-            if file in seen or not file.is_file():
-                continue
-            seen.add(file)
-            is_ini = file.name in _INI_FILES
-            is_requirements = bool(_REQUIREMENT_FILES.search(file.name))
-            if not (is_ini or is_requirements):
-                continue
-            try:
-                lines = file.read_text(encoding="utf-8").splitlines()
-            except (OSError, UnicodeDecodeError):
-                continue
-            for number, line in enumerate(lines, 1):
-                where = f"{_shown(file, root)}:{number}"
-                if is_ini:
-                    for option, fix in _CLI_OPTIONS.items():
-                        if option in line:
-                            options.append(f"{where}: {option}: {fix}")
-                if is_requirements and _PACKAGES.search(line):
-                    requirements.append(f"{where}: {line.strip()}")
-    return options, requirements
-
-
-def _report(
-    outcome: _Outcome, probe: Probe, scan: Path, write: bool, out: TextIO
-) -> tuple[int, bool]:
-    """Print the report; returns the number of untranslated items and whether anything
-    changes."""
-    root = probe.rootdir
-    changes = bool(outcome.created) or any(
-        rewrite.text != old for old, rewrite in outcome.rewrites.values()
-    )
-    writes = [c for c in outcome.cassettes if c[2] == "write"]
-    changes = changes or bool(writes)
-    untranslated: list[str] = []
-    notes: list[str] = []
-    for file, (_, rewrite) in sorted(outcome.rewrites.items()):
-        for finding in rewrite.findings:
-            line = f"{_shown(file, root)}:{finding.line}: {finding.text}"
-            (untranslated if finding.untranslated else notes).append(line)
-    options, requirements = _config_mentions(root, scan)
-    untranslated.extend(options)
-    untranslated.extend(outcome.plan.problems)
-    mode = "" if write else " (dry run: nothing written; --write applies it)"
-    print(f"pytest-toolnexus migrate {_shown(scan, root) or '.'}{mode}", file=out)
-    if outcome.cassettes or outcome.plan.unrecorded:
-        print("\ncassettes:", file=out)
-    verb = "wrote" if write else "would write"
-    for conversion, cassette, state in outcome.cassettes:
-        sources = " + ".join(_shown(s, root) for s in conversion.sources)
-        target = _shown(conversion.target, root)
-        if state == "write":
-            assert cassette is not None
-            count = len(cassette.interactions)
-            print(f"  {verb} {target} ({count} interaction(s)) from {sources}", file=out)
-        elif state == "unchanged":
-            print(f"  unchanged {target} (already converted from {sources})", file=out)
+def _rewrite(
+    files: Sequence[Path], probe: Probe, outcome: Outcome, blocked: Sequence[ProbedTest]
+) -> set[str]:
+    """Rewrite the sources, keeping the blocked tests on their markers; returns the node ids
+    of every test kept (a blocked test's whole file is kept when its marker is not on the
+    function itself)."""
+    keep: dict[Path, set[str]] = {}
+    frozen: set[Path] = set()
+    for test in blocked:
+        if test.own_only:
+            keep.setdefault(test.path, set()).add(test.qualname)
         else:
-            print(
-                f"  skipped {target}: it exists and differs from {sources}; pass --force to "
-                "overwrite it",
-                file=out,
+            frozen.add(test.path)
+    while True:
+        unplaced, kept = _rewrite_all(files, outcome.plan, outcome, keep, frozen)
+        missed = {path for path, names in keep.items() for q in names if (path, q) not in kept}
+        if not missed - frozen:
+            break
+        frozen |= missed
+    if unplaced:
+        # A name the rewrite could not put on a marker (a marker outside a decorator): those
+        # tests keep their own default cassette instead.
+        outcome.plan = plan(probe, unnamed=sorted(unplaced))
+        _rewrite_all(files, outcome.plan, outcome, keep, frozen)
+    return {
+        t.nodeid
+        for t in probe.tests
+        if t.marked and (t.path in frozen or t.qualname in keep.get(t.path, ()))
+    }
+
+
+def _extend_blocked(probe: Probe, outcome: Outcome, kept: set[str]) -> None:
+    """Add to each blocked file the tests kept only because they share a test file with its
+    tests, where the marker is on a class or the module and cannot be left on one test."""
+    path_of = {t.nodeid: t.path for t in probe.tests}
+    listed = {n for b in outcome.blocked for n in b.tests}
+    extra = sorted(kept - listed)
+    if not extra:
+        return
+    for index, blocked in enumerate(outcome.blocked):
+        files = {path_of.get(n) for n in blocked.tests}
+        mine = tuple(n for n in extra if path_of.get(n) in files)
+        if mine:
+            extended = (*blocked.tests, *mine)
+            outcome.blocked[index] = Blocked(
+                blocked.source, blocked.reasons, blocked.secret, extended
             )
-    for nodeid in outcome.plan.unrecorded:
-        print(f"  no vcrpy cassette for {nodeid}: nothing to convert", file=out)
-    if outcome.rewrites or outcome.created:
-        print("\nsources:", file=out)
-        for file in sorted(outcome.created):
-            print(f"  {'created' if write else 'would create'} {_shown(file, root)}", file=out)
-        for file, (old, rewrite) in sorted(outcome.rewrites.items()):
-            if rewrite.text != old:
-                state = "rewrote" if write else "would rewrite"
-                print(
-                    f"  {state} {_shown(file, root)} ({rewrite.markers} marker(s), "
-                    f"{rewrite.fixtures} fixture(s))",
-                    file=out,
-                )
-    if notes:
-        print("\ntranslated:", file=out)
-        for line in notes:
-            print(f"  {line}", file=out)
-    if untranslated:
-        print(f"\nuntranslated ({len(untranslated)}): change these by hand", file=out)
-        for line in untranslated:
-            print(f"  {line}", file=out)
-    if not changes:
-        print(
-            "\nnothing to change: no pytest-recording marker, fixture or cassette is left "
-            "to migrate",
-            file=out,
-        )
-    if changes:
-        print(
-            "\nmatching: vcrpy matched method, scheme, host, port, path and query, never the "
-            'body; "match_on": "vcrpy" in cassette_config keeps that. Drop it to match '
-            "bodies too (the pytest-toolnexus default) once the cassettes are re-recorded.",
-            file=out,
-        )
-    print(
-        "\nafterwards: pytest-recording was left installed. Run the suite with "
-        "-p no:recording to check it, then: pip uninstall pytest-recording vcrpy. The "
-        "converted .yaml cassettes were kept; delete them when the suite passes.",
-        file=out,
+            extra = [n for n in extra if n not in mine]
+    outcome.notes.append(
+        "the tests of a file whose vcr marker is on a class or the module stay with its "
+        "blocked tests: that marker cannot be left on one test alone"
     )
-    for line in requirements:
-        print(f"  remove from requirements: {line}", file=out)
-    return len(untranslated), changes
 
 
 def migrate(
@@ -342,8 +314,9 @@ def migrate(
     out: TextIO,
     err: TextIO,
 ) -> int:
-    """Run ``migrate``; returns the exit code: 0 done (or would be done), 1 a cassette or
-    source could not be converted (nothing written), 2 the suite cannot be collected."""
+    """Run ``migrate``; returns the exit code: 0 done (or would be done), 1 some tests stay
+    on pytest-recording because their cassette cannot be converted (the rest is migrated),
+    2 the suite cannot be collected."""
     scan = path.resolve()
     if not scan.exists():
         print(f"error: {path} does not exist", file=err)
@@ -357,31 +330,22 @@ def migrate(
     conftest = probe.rootdir / "conftest.py"
     if conftest.exists() and conftest not in files:
         files.append(conftest)
-    outcome = _Outcome()
-    outcome.plan = plan(probe)
-    unplaced = _rewrite_all(files, probe, outcome.plan, outcome)
-    if unplaced:
-        # A name the rewrite could not put on a marker (a marker outside a decorator): those
-        # tests keep their own default cassette instead.
-        outcome.plan = plan(probe, unnamed=sorted(unplaced))
-        _rewrite_all(files, probe, outcome.plan, outcome)
-    _root_conftest(probe, outcome.plan, outcome)
-    _cassettes(outcome.plan, force, allow_secrets, outcome)
+    outcome = Outcome(plan=plan(probe))
+    loaded = _load(outcome.plan, allow_secrets, outcome)
+    blocked = _blocked_tests(probe, outcome.plan, outcome)
+    kept = _rewrite(files, probe, outcome, blocked)
+    _extend_blocked(probe, outcome, kept)
+    migrated = [t for t in probe.tests if t.marked and t.nodeid not in kept]
+    if migrated:
+        _root_conftest(probe, migrated, outcome)
+    _cassettes(outcome.plan, loaded, kept, force, outcome)
     root = probe.rootdir
-    for file, text in sorted(outcome.created.items()):
-        out.writelines(_diff("", text, _shown(file, root), created=True))
-    for file, (old, rewrite) in sorted(outcome.rewrites.items()):
-        out.writelines(_diff(old, rewrite.text, _shown(file, root)))
-    _report(outcome, probe, scan, write, out)
-    if outcome.errors:
-        for error in outcome.errors:
-            print(f"error: {error}", file=err)
-        print(
-            "error: nothing was written; fix the files above (or pass --allow-secret VALUE for "
-            "a known fake value) and run migrate again",
-            file=err,
-        )
-        return 1
+    print_diffs(outcome, root, out)
+    report(outcome, probe, scan, write, out)
+    for warning in outcome.warnings:
+        print(f"warning: {warning}", file=err)
+    for error in outcome.errors:
+        print(f"error: {error}", file=err)
     if write:
         for _, cassette, state in outcome.cassettes:
             if state == "write" and cassette is not None:
@@ -391,4 +355,6 @@ def migrate(
         for file, (old, rewrite) in outcome.rewrites.items():
             if rewrite.text != old:
                 file.write_text(rewrite.text, encoding="utf-8", newline="")
-    return 0
+    if outcome.blocked:
+        print_blocked(outcome, root, f"pytest-toolnexus migrate {path}", write, err)
+    return 1 if outcome.blocked or outcome.errors else 0

@@ -38,6 +38,10 @@ class ProbedTest:
     primary: Path
     extras: tuple[Path, ...]
     problems: tuple[str, ...]
+    own_only: bool = False
+    """Every ``vcr`` marker of the test is a decorator of the test function itself."""
+    config_from: Path | None = None
+    """The suite file whose ``vcr_config`` (or ``cassette_config``) the test gets, if any."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +83,8 @@ def read_probe(lines: Iterable[str]) -> Probe:
             primary=Path(row["primary"]),
             extras=tuple(Path(e) for e in row["extras"]),
             problems=tuple(row["problems"]),
+            own_only=bool(row.get("own_only")),
+            config_from=Path(row["config_from"]) if row.get("config_from") else None,
         )
         for row in rows[1:]
     )

@@ -72,6 +72,20 @@ def _evaluate(item: pytest.Function, argname: str) -> tuple[Any, str | None]:
     return value, None
 
 
+def _config_from(item: pytest.Function) -> str | None:
+    """The file that defines the ``vcr_config`` (or, already migrated, ``cassette_config``)
+    fixture this test gets, when the suite defines one; None when it gets the plugins'."""
+    for argname in ("vcr_config", "cassette_config"):
+        defs = item.session._fixturemanager.getfixturedefs(argname, item)
+        for fixturedef in reversed(defs or ()):
+            module = getattr(fixturedef.func, "__module__", "") or ""
+            if module.startswith(("pytest_recording", "pytest_toolnexus")):
+                continue
+            source = inspect.getsourcefile(fixturedef.func)
+            return None if source is None else str(Path(source).resolve())
+    return None
+
+
 def _bounded(name: str, suffix: str) -> str:
     if len(name) + len(suffix) <= _MAX_FILENAME:
         return name
@@ -116,7 +130,12 @@ def _describe(item: pytest.Function) -> dict[str, Any]:
         for arg in marker.args:
             text = os.fspath(arg)
             extras.append(text if os.path.isabs(text) else os.path.join(str(folder), text))
+    # The markers written as decorators of the test function itself (not of its class or
+    # module, nor given through pytest.param).
+    decorated = [m for m in getattr(item.obj, "pytestmark", ()) if getattr(m, "name", "") == "vcr"]
     return {
+        "own_only": bool(markers) and len(decorated) == len(markers),
+        "config_from": _config_from(item),
         "nodeid": item.nodeid,
         "path": str(item.path),
         "qualname": ".".join([*classes, item.originalname]),

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import itertools
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -62,6 +62,9 @@ class Rewrite:
     fixtures: int = 0
     defines_cassette_config: bool = False
     placed: set[str] = field(default_factory=set)
+    kept: set[str] = field(default_factory=set)
+    """The tests (qualified names) asked to be kept that were: left untouched, on their own
+    ``vcr`` decorator."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,9 +161,16 @@ def _own_nodes(node: ast.AST) -> Iterator[ast.AST]:
 
 
 class _Rewriter:
-    def __init__(self, text: str, names: Mapping[str, str], add_match_on: bool) -> None:
+    def __init__(
+        self,
+        text: str,
+        names: Mapping[str, str],
+        add_match_on: bool,
+        keep: Collection[str] = (),
+    ) -> None:
         self.src = _Source(text)
         self.names = names
+        self.keep = keep
         self.add_match_on = add_match_on
         self.edits: list[_Edit] = []
         self.result = Rewrite(text)
@@ -378,6 +388,13 @@ class _Rewriter:
     # -- fixtures and functions -------------------------------------------------------------
 
     def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, qualname: str) -> None:
+        if qualname in self.keep:
+            # Left on pytest-recording: its markers, fixtures and arguments stay as they are.
+            if any(marker_name(_callee(d)) == "vcr" for d in node.decorator_list):
+                self.result.kept.add(qualname)
+            for child in ast.walk(node):
+                self.handled.add(id(child))
+            return
         self.decorators(node, qualname)
         if node.name == "cassette_config":
             self.result.defines_cassette_config = True
@@ -409,10 +426,13 @@ class _Rewriter:
         returns = [n for n in _own_nodes(node) if isinstance(n, ast.Return)]
         for ret in returns:
             if not isinstance(ret.value, ast.Dict):
+                extra = (
+                    ', and add "match_on": "vcrpy" to what it returns' if self.add_match_on else ""
+                )
                 self.note(
                     ret,
                     "cassette_config returns something other than a dict literal; map its keys "
-                    "by hand (docs/migrating.md)",
+                    f"by hand{extra} (docs/migrating.md)",
                     untranslated=True,
                 )
                 continue
@@ -563,15 +583,23 @@ def _merge_lists(first: str, second: str) -> str:
     return "[" + ", ".join(_quote(h) for h in merged) + "]"
 
 
-def rewrite_source(text: str, names: Mapping[str, str], *, add_match_on: bool = True) -> Rewrite:
+def rewrite_source(
+    text: str,
+    names: Mapping[str, str],
+    *,
+    add_match_on: bool = True,
+    keep: Collection[str] = (),
+) -> Rewrite:
     """The pytest-toolnexus version of ``text``.
 
     ``names`` maps a test's qualified name (``Class.test``) to the cassette name its nearest
     ``vcr`` marker must carry. Every ``vcr_config`` dict without ``match_on`` gets
-    ``"match_on": "vcrpy"`` when ``add_match_on``. Raises SyntaxError for unparsable text.
+    ``"match_on": "vcrpy"`` when ``add_match_on``. The test functions named in ``keep`` are
+    left as they are (``Rewrite.kept`` says which had a ``vcr`` decorator to stay on). Raises
+    SyntaxError for unparsable text.
     """
     tree = ast.parse(text)
-    rewriter = _Rewriter(text, names, add_match_on)
+    rewriter = _Rewriter(text, names, add_match_on, keep)
     rewriter.walk(tree.body, [])
     rewriter.rest(tree)
     result = rewriter.result
