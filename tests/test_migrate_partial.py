@@ -11,8 +11,6 @@ stand in for an environment without pytest-recording).
 
 import importlib.metadata
 import json
-import subprocess
-import sys
 
 # Imported once here: pytester drops the modules a test imports when it ends, and PyYAML's C
 # loader does not survive being imported a second time in one process.
@@ -20,6 +18,7 @@ import yaml  # noqa: F401
 
 from pytest_toolnexus import load_cassette
 from pytest_toolnexus._cli.main import main
+from tests.support.migrate_run import INNER, migrate
 
 # A JSON Web Token's shape, built at run time: no secret-shaped literal in the source.
 JWT = "eyJ" + "hbGciOiJIUzI1NiJ9" + ".eyJ" + "zdWIiOiIxMjM0In0" + "." + "c2lnbmF0dXJlLXZhbHVl"
@@ -89,17 +88,6 @@ def test_plain():
 def test_session():
     assert "token" in ask("session")
 """
-
-INNER = ("-p", "no:randomly", "-p", "no:cacheprovider", "-p", "no:xdist")
-
-
-def migrate(path, *args):
-    return subprocess.run(
-        [sys.executable, "-m", "pytest_toolnexus", "migrate", str(path), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
 
 
 def write(root, files):

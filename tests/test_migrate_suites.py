@@ -4,23 +4,10 @@ stopped; each passes under pytest-recording, is migrated with ``migrate --write`
 again with pytest-recording disabled, with no manual edit. A second migrate changes nothing.
 """
 
-import subprocess
-import sys
-
 import pytest
 
+from tests.support.migrate_run import INNER, migrate
 from tests.support.migrate_suites import SUITES
-
-INNER = ("-p", "no:randomly", "-p", "no:cacheprovider", "-p", "no:xdist")
-
-
-def migrate(path, *args):
-    return subprocess.run(
-        [sys.executable, "-m", "pytest_toolnexus", "migrate", str(path), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize("suite", sorted(SUITES))
