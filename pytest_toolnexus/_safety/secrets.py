@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._store.cassette import (
     BytesBody,
     ChunksBody,
@@ -201,16 +202,21 @@ def _error_leaves(error: RecordedError | None, path: str) -> Iterator[tuple[str,
         yield f"{path}.message", error.message
 
 
+def _header_leaves(headers: Headers, path: str) -> Iterator[tuple[str, str]]:
+    # The name is read too: a key pasted where a header name goes is written like any value.
+    for name, value in headers.multi_items():
+        yield f"{path}[{name!r}] (name)", name
+        yield f"{path}[{name!r}]", value
+
+
 def _leaves(interaction: Interaction) -> Iterator[tuple[str, str]]:
     request = interaction.request
     yield "request.url", request.url
-    for name, value in request.headers.multi_items():
-        yield f"request.headers[{name!r}]", value
+    yield from _header_leaves(request.headers, "request.headers")
     yield from _body_leaves(request.body, "request.body")
     response = interaction.response
     if response is not None:
-        for name, value in response.headers.multi_items():
-            yield f"response.headers[{name!r}]", value
+        yield from _header_leaves(response.headers, "response.headers")
         yield from _body_leaves(response.body, "response.body")
         yield from _error_leaves(response.error, "response.error")
     yield from _error_leaves(interaction.error, "error")
