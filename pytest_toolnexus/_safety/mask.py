@@ -14,6 +14,7 @@ from typing import Final, TypeVar
 __all__ = [
     "CREDENTIAL_HEADERS",
     "CREDENTIAL_QUERY_PARAMS",
+    "HEADER_TOKEN",
     "PATTERNS",
     "credential_environment",
     "is_credential_name",
@@ -86,6 +87,19 @@ CREDENTIAL_HEADERS: Final = frozenset(
     }
 )
 """Header names (lower case) whose values are masked before a write."""
+
+HEADER_TOKEN: Final = re.compile(
+    # A bearer scheme, spelt as a word (``Bearer <token>``) or inside a dotted name such as
+    # Kubernetes' WebSocket subprotocol ``base64url.bearer.authorization.k8s.io.<token>``.
+    r"(?P<keep>\b[Bb][Ee][Aa][Rr][Ee][Rr]\s+)[A-Za-z0-9._~+/-]{16,}=*"
+    r"|(?P<dotted>\b[Bb][Ee][Aa][Rr][Ee][Rr]\.(?:authorization\.k8s\.io\.)?)[A-Za-z0-9_-]{16,}=*"
+    # A JSON Web Token, plain or base64url-encoded once more (``eyJ`` reads ``ZXlK``).
+    r"|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"
+    r"|\bZXlK[A-Za-z0-9_-]{24,}=*"
+)
+"""A token inside the value of any header, whatever its name: the part after ``keep`` is
+masked before a write, as a credential header's whole value is; ``keep`` or ``dotted`` is
+the scheme, kept."""
 
 CREDENTIAL_QUERY_PARAMS: Final = frozenset(
     {

@@ -9,7 +9,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pytest_toolnexus._seam.headers import Headers
 
-from .mask import CREDENTIAL_HEADERS, CREDENTIAL_QUERY_PARAMS
+from .mask import CREDENTIAL_HEADERS, CREDENTIAL_QUERY_PARAMS, HEADER_TOKEN
 
 __all__ = [
     "ACCOUNT_KEYS",
@@ -27,14 +27,34 @@ REDACTED: Final = "REDACTED"
 
 
 def redact_headers(headers: Headers) -> Headers:
-    """A copy with every credential header's value replaced by ``REDACTED``."""
-    if not any(name.lower() in CREDENTIAL_HEADERS for name in headers):
+    """A copy with every credential header's value replaced by ``REDACTED``, and every
+    bearer token or JSON Web Token inside any other header's value too (:data:`HEADER_TOKEN`:
+    ``Sec-WebSocket-Protocol: base64url.bearer.authorization.k8s.io.REDACTED``)."""
+    pairs = headers.multi_items()
+    if not any(
+        name.lower() in CREDENTIAL_HEADERS or _may_hold_token(value) for name, value in pairs
+    ):
         return headers
     return Headers(
         [
-            (name, REDACTED if name.lower() in CREDENTIAL_HEADERS else value)
-            for name, value in headers.multi_items()
+            (name, REDACTED if name.lower() in CREDENTIAL_HEADERS else _tokens_masked(value))
+            for name, value in pairs
         ]
+    )
+
+
+def _may_hold_token(value: str) -> bool:
+    # A cheap test first: most headers hold no token, and this runs for every request.
+    return ("earer" in value or "EARER" in value or "eyJ" in value or "ZXlK" in value) and (
+        HEADER_TOKEN.search(value) is not None
+    )
+
+
+def _tokens_masked(value: str) -> str:
+    if not _may_hold_token(value):
+        return value
+    return HEADER_TOKEN.sub(
+        lambda m: f"{m.group('keep') or m.group('dotted') or ''}{REDACTED}", value
     )
 
 
