@@ -20,6 +20,7 @@ from ._plugin import hookspecs as _hookspecs
 from ._plugin.choices import RECORD_MODES, TIMING_MODES, UNSERVED_POLICIES, UNUSED_POLICIES
 from ._plugin.shared import (
     CALL_FAILED,
+    ENDING,
     FAILED,
     RAISED,
     RUN_ID,
@@ -175,7 +176,12 @@ class _XdistHooks:
             self._config.stash[STATS].merge_json(text)
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session: pytest.Session) -> Generator[None, None, None]:
+    # Before pytest tears down what is still set up: a test's fixtures left until now belong
+    # to a test the run stopped in, whose recording is kept beside its cassette.
+    session.config.stash[ENDING] = session.exitstatus
+    yield
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
         workeroutput["toolnexus_stats"] = session.config.stash[STATS].to_json()
@@ -270,6 +276,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             f"  not written, its test failed while recording: {path} "
             "(record_on_error=True keeps such recordings)"
         )
+    for path, kept in sorted(stats.rescued.items()):
+        write(f"  not written, the run stopped while its test recorded: {path}")
+        write(f"    the recording is kept as {kept}; move it to {path} to use it")
     if stats.unused:
         write("unused interactions:")
         for nodeid, path, listed in sorted(stats.unused):

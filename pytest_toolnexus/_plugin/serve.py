@@ -33,6 +33,7 @@ from .expiry import CassetteExpiredWarning, expiry
 from .settings import CassetteOptions, default_cassette_path, layer
 from .shared import (
     CALL_FAILED,
+    ENDING,
     FAILED,
     RAISED,
     RUN_ID,
@@ -208,6 +209,11 @@ def serve(
             _report(item, session, options, where)
 
     def keep_or_discard() -> None:
+        ending = config.stash.get(ENDING, None)
+        if ending is not None:
+            # Torn down as the session ends, not after the test: the run stopped in it.
+            session.mark_interrupted(_stopped_by(ending))
+            return
         # A test that failed while recording leaves no cassette behind unless asked to; a
         # stream still open counts too, though it is only finished when the session closes.
         if (
@@ -252,6 +258,15 @@ def serve(
         session.start(installation)
         started = True
         yield session
+
+
+def _stopped_by(status: int | pytest.ExitCode) -> str:
+    """What stopped a test mid-run, from the exit status the session ends with."""
+    if status == pytest.ExitCode.INTERRUPTED:
+        return "the interrupted test run (Ctrl-C, or pytest.exit())"
+    if status == pytest.ExitCode.INTERNAL_ERROR:
+        return "an internal error of the test run"
+    return "the end of the test run"
 
 
 def _report_unserved(item: pytest.Item, unserved: Unserved, options: CassetteOptions) -> None:
@@ -351,6 +366,8 @@ def _report(
         stats.recorded.add(where)
     if session.written:
         stats.written.add(where)
+    if session.rescued is not None:
+        stats.rescued[where] = shown(item.config, session.rescued)
     test_failed = item.stash.get(CALL_FAILED, False)
     raised = item.stash.get(RAISED, [])
     damaged = [

@@ -16,6 +16,7 @@ import pytest
 
 __all__ = [
     "CALL_FAILED",
+    "ENDING",
     "FAILED",
     "RAISED",
     "RUN_ID",
@@ -36,6 +37,8 @@ class Stats:
     written: set[str] = field(default_factory=set)
     used: set[str] = field(default_factory=set)
     discarded: set[str] = field(default_factory=set)
+    rescued: dict[str, str] = field(default_factory=dict)
+    """Cassettes the run stopped recording into, each with the file its recording was kept in."""
     unused: list[tuple[str, str, list[str]]] = field(default_factory=list)
 
     def to_json(self) -> str:
@@ -46,6 +49,7 @@ class Stats:
                 "written": sorted(self.written),
                 "used": sorted(self.used),
                 "discarded": sorted(self.discarded),
+                "rescued": self.rescued,
                 "unused": self.unused,
             }
         )
@@ -57,6 +61,7 @@ class Stats:
         self.written.update(data["written"])
         self.used.update(data["used"])
         self.discarded.update(data["discarded"])
+        self.rescued.update(data["rescued"])
         self.unused.extend((a, b, list(c)) for a, b, c in data["unused"])
 
 
@@ -67,6 +72,9 @@ RAISED: Final = pytest.StashKey["list[BaseException]"]()
 """What the test's setup and call raised, which its report shows: the teardown checks leave
 those out. Emptied at teardown."""
 FAILED: Final = pytest.StashKey[bool]()
+ENDING: Final = pytest.StashKey["int | pytest.ExitCode"]()
+"""Set once pytest finishes the session, to its exit status: a test's fixtures torn down after
+that belong to a test the run stopped in (Ctrl-C, ``pytest.exit()``, an internal error)."""
 
 
 class UnservedTrafficWarning(UserWarning):

@@ -158,8 +158,9 @@ class CassetteWriteError(CassetteError):
 
 
 class CassetteSetAsideWarning(UserWarning):
-    """Record mode ``all`` replaced an unreadable cassette, and kept the old file beside it
-    under the name the message gives."""
+    """A file was kept beside a cassette, under the name the message gives: record mode
+    ``all`` replaced an unreadable cassette and kept the old file, or a recording the run
+    stopped in (Ctrl-C) was kept there instead of being written over the cassette."""
 
 
 class SecretFoundError(CassetteError):

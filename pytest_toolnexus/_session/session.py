@@ -26,6 +26,7 @@ from pytest_toolnexus._patching.install import Installation, SessionClosedError,
 from pytest_toolnexus._seam.errors import (
     CassetteFormatError,
     CassetteMissError,
+    CassetteSetAsideWarning,
     RecorderWarning,
 )
 from pytest_toolnexus._seam.transport import (
@@ -47,6 +48,7 @@ from pytest_toolnexus._timing.timepatch import observe_sleeps
 from pytest_toolnexus._timing.virtual import Sleep, VirtualClock
 
 from .faults import Fault, FaultSet
+from .interruption import interruption
 from .match import Index, Matcher, MatchRules
 from .miss import missing_message
 from .modes import RECORD_MODES, TIMING_MODES, RecordMode, TimingMode
@@ -139,7 +141,11 @@ class CassetteSession(RequestPath):
         raised to the client: the plugin fails the test with it even if the code under test
         caught it, or an SDK wrapped it in an error of its own."""
         self.written = False
+        self.rescued: Path | None = None
+        """Where a recording cut short (:meth:`mark_interrupted`) was kept instead of in the
+        cassette, once :meth:`close` saved it."""
         self._discard = False
+        self._interrupted: str | None = None
         # ids of interactions checked (they live as long), with the encoded answer the check made
         self._playable: dict[int, bytes | None] = {}
         self.recorder_problems: list[str] = []
@@ -330,6 +336,14 @@ class CassetteSession(RequestPath):
         when a test fails while recording, unless ``record_on_error=True``)."""
         self._discard = True
 
+    def mark_interrupted(self, why: str) -> None:
+        """Leave the cassette as it is at :meth:`close`: ``why`` (``"KeyboardInterrupt"``)
+        cut the recording short, so what was recorded is kept beside the cassette instead
+        (:attr:`rescued`), and a :class:`CassetteSetAsideWarning` names that file. ``with``
+        does this for an exception that is not an ``Exception``; the plugin, for a test the
+        run stopped in."""
+        self._interrupted = why
+
     def close(self) -> None:
         """Take off the clock, save streams still open, write the cassette if anything was
         recorded, report unused. The clock comes off first, and each later step runs whatever
@@ -363,10 +377,33 @@ class CassetteSession(RequestPath):
         recorded = self.recorded
         if not recorded or self._discard or self._writer is None:
             return
+        if self._interrupted is not None:
+            self._keep_beside(recorded)
+            return
         set_aside = self._writer.write(recorded, self._meta, self._scanner())
         self.written = True
         if set_aside is not None:
             warnings.warn(set_aside, stacklevel=4)
+
+    def _keep_beside(self, recorded: list[Interaction]) -> None:
+        """Save an interrupted recording beside the cassette, and say where. Nothing is
+        raised: the interruption is what the caller must see."""
+        assert self._writer is not None
+        head = f"cassette {self.path} was not written: {self._interrupted} stopped the recording"
+        try:
+            self.rescued = self._writer.keep_beside(recorded, self._meta, self._scanner())
+        except Exception as exc:  # a secret the gate refused, a hook that raised: none is kept
+            message = f"{head}, and it was not kept: {exc}"
+        else:
+            if self.rescued is None:
+                message = f"{head}, and saving it beside the cassette failed, so it is lost"
+            else:
+                message = (
+                    f"{head}, perhaps halfway through a stream, so the cassette is left as it "
+                    f"was. The recording is kept as {self.rescued}: look at it (pytest-toolnexus "
+                    f"show), then move it to {self.path} to use it, or record again."
+                )
+        warnings.warn(CassetteSetAsideWarning(message), stacklevel=5)
 
     def _report_recorder_problems(self) -> None:
         for problem in self.recorder_problems:
@@ -392,13 +429,19 @@ class CassetteSession(RequestPath):
     def __enter__(self) -> CassetteSession:
         return self.start()
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
+        why = interruption(error)
+        if why is not None:
+            self.mark_interrupted(why)
         self.close()
 
     async def __aenter__(self) -> CassetteSession:
         return self.start()
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    async def __aexit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
+        why = interruption(error)
+        if why is not None:
+            self.mark_interrupted(why)
         await self.aclose()
 
 

@@ -5,7 +5,8 @@ the target cannot take them. A folder that cannot be written (a full disk, a rea
 mount, a path through a file) is found before recording where it can be
 (:func:`check_target`), and otherwise the recording is saved in the temp folder and
 :class:`CassetteWriteError` names both files (:func:`write_or_rescue`). An unreadable cassette
-that record mode ``all`` replaces is kept beside it (:func:`set_aside`). :func:`fingerprint`
+that record mode ``all`` replaces is kept beside it (:func:`set_aside`), and so is a recording
+cut short by an interruption (:meth:`RecordingWriter.keep_beside`). :func:`fingerprint`
 tells a session whether another writer replaced the file while it was recording.
 
 :class:`RecordingWriter` is a recording session's write: under a lock held across processes,
@@ -105,8 +106,21 @@ def set_aside(path: Path) -> Path:
     return backup
 
 
-def rescue(path: Path, data: bytes) -> Path | None:
-    """Save ``data`` in the temp folder under a new name made from ``path``; None on failure."""
+def rescue(path: Path, data: bytes, *, beside: str | None = None) -> Path | None:
+    """Save ``data`` under a new name made from ``path``, and return it; None on failure.
+
+    With ``beside`` (``"interrupted"``, say) the file goes next to the cassette first, as
+    ``<name>.msgpack.<beside>-<time>-<random>`` (not a ``*.msgpack``, so ``check`` skips it);
+    otherwise, or when that folder refuses it, into the temp folder.
+    """
+    if beside is not None:
+        target = path.with_name(f"{path.name}.{beside}-{_stamp()}-{secrets.token_hex(4)}")
+        try:
+            _cassette.write_atomic(target, data)
+        except OSError:
+            pass
+        else:
+            return target
     folder = Path(tempfile.gettempdir()) / RESCUE_FOLDER
     target = folder / f"{path.stem}-{_stamp()}-{secrets.token_hex(4)}{path.suffix}"
     try:
@@ -215,32 +229,7 @@ class RecordingWriter:
         unreadable file was set aside to make room (the caller gives it, from its own frame)."""
         path = self.path
         with file_lock(path):
-            on_disk, unreadable = self._on_disk()
-            # Merge with what is on disk now instead of overwriting it when it may hold what
-            # another writer recorded since this session began: a test of this run (perhaps
-            # on another xdist worker), or any other process that wrote the file meanwhile.
-            same_run = (
-                on_disk is not None
-                and self._run_id is not None
-                and on_disk.meta.get("run_id") == self._run_id
-            )
-            changed = fingerprint(path) != self._found_at_start
-            if on_disk is not None and (same_run or changed or self._merge_always):
-                base = list(on_disk.interactions)
-            else:
-                base = []
-            stamped = {
-                **meta,
-                "recorded_at": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
-                "recorded_with": f"pytest-toolnexus {__version__}",
-                "versions": client_versions(),
-            }
-            if self._run_id is not None:
-                stamped["run_id"] = self._run_id
-            cassette = _cassette.Cassette(path, base + list(recorded), stamped)
-            if self._before_write is not None:
-                self._before_write(cassette)
-            data = safe_bytes(cassette, scanner=scanner, fix=self._fix)
+            data, unreadable = self._prepare(recorded, meta, scanner)
             if unreadable is not None and not self._replace_unreadable:
                 # The file became unreadable while this session recorded (it was readable,
                 # or absent, when it began): leave it for a person to look at.
@@ -264,6 +253,56 @@ class RecordingWriter:
             f"cassette {path} could not be read ({unreadable}); record mode 'all' recorded it "
             f"again, and the old file is kept as {kept}"
         )
+
+    def keep_beside(
+        self,
+        recorded: Sequence[_cassette.Interaction],
+        meta: Mapping[str, Any],
+        scanner: SecretScanner,
+    ) -> Path | None:
+        """Save what :meth:`write` would write, through the same gate, under a new name
+        beside the cassette (``<name>.msgpack.interrupted-...``; in the temp folder when the
+        folder refuses it), and leave the cassette as it is: the recording was cut short.
+        Returns the file, or None when it could not be saved anywhere."""
+        with file_lock(self.path):
+            data, _ = self._prepare(recorded, meta, scanner)
+        return rescue(self.path, data, beside="interrupted")
+
+    def _prepare(
+        self,
+        recorded: Sequence[_cassette.Interaction],
+        meta: Mapping[str, Any],
+        scanner: SecretScanner,
+    ) -> tuple[bytes, str | None]:
+        """The bytes to write (merged, stamped, through the hook and the gate), and why the
+        file on disk cannot be read, if it cannot. Called with the lock held."""
+        path = self.path
+        on_disk, unreadable = self._on_disk()
+        # Merge with what is on disk now instead of overwriting it when it may hold what
+        # another writer recorded since this session began: a test of this run (perhaps
+        # on another xdist worker), or any other process that wrote the file meanwhile.
+        same_run = (
+            on_disk is not None
+            and self._run_id is not None
+            and on_disk.meta.get("run_id") == self._run_id
+        )
+        changed = fingerprint(path) != self._found_at_start
+        if on_disk is not None and (same_run or changed or self._merge_always):
+            base = list(on_disk.interactions)
+        else:
+            base = []
+        stamped = {
+            **meta,
+            "recorded_at": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
+            "recorded_with": f"pytest-toolnexus {__version__}",
+            "versions": client_versions(),
+        }
+        if self._run_id is not None:
+            stamped["run_id"] = self._run_id
+        cassette = _cassette.Cassette(path, base + list(recorded), stamped)
+        if self._before_write is not None:
+            self._before_write(cassette)
+        return safe_bytes(cassette, scanner=scanner, fix=self._fix), unreadable
 
     def _on_disk(self) -> tuple[_cassette.Cassette | None, str | None]:
         """The cassette on disk now, or None; and, for a file that cannot be read, why."""
