@@ -26,6 +26,7 @@ STORE = (
     "_safety.redact_interaction",
     "_safety.secrets",
     "_safety.gate",
+    "_safety.joined",
 )
 
 LAYERS: list[tuple[str, ...]] = [

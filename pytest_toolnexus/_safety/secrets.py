@@ -25,6 +25,7 @@ from pytest_toolnexus._store.cassette import (
     TextBody,
 )
 
+from .joined import threads
 from .mask import (
     PATTERNS,
     credential_environment,
@@ -47,11 +48,15 @@ class SecretHit:
     """The interaction's position; None for the cassette's ``meta``."""
     path: str
     kind: str
+    across: int = 0
+    """For a secret found only in a stream's pieces joined, how many pieces it spans (their
+    index range is in ``path``); 0 for one found whole in one string."""
 
     def __str__(self) -> str:
+        spread = f", spread across {self.across} pieces" if self.across else ""
         if self.interaction is None:
-            return f"{self.path}: {self.kind}"
-        return f"interaction #{self.interaction}, {self.path}: {self.kind}"
+            return f"{self.path}: {self.kind}{spread}"
+        return f"interaction #{self.interaction}, {self.path}: {self.kind}{spread}"
 
 
 class SecretScanner:
@@ -77,6 +82,19 @@ class SecretScanner:
     def _allowed(self, text: str, start: int, end: int) -> bool:
         found = text[start:end]
         return any(found in fake or fake in found for fake in self._allow)
+
+    def spans(self, text: str) -> Iterator[tuple[str, int, int]]:
+        """``(kind, start, end)`` of every secret in ``text`` that is not allowed."""
+        for name, value in self._env_values:
+            at = text.find(value)
+            while at >= 0:
+                if not self._allowed(text, at, at + len(value)):
+                    yield f"the value of the environment variable {name}", at, at + len(value)
+                at = text.find(value, at + 1)
+        for kind, pattern in PATTERNS:
+            for match in pattern.finditer(text):
+                if not self._allowed(text, match.start(), match.end()):
+                    yield kind, match.start(), match.end()
 
     def kind_of(self, text: str) -> str | None:
         """What secret ``text`` holds, or None."""
@@ -116,7 +134,26 @@ class SecretScanner:
                 kind = self.kind_of(text)
                 if kind is not None:
                     hits.append(SecretHit(number, self._scrub(path), kind))
+            response = interaction.response
+            if response is not None:
+                hits.extend(self._joined(number, response.body, "response.body"))
         return hits
+
+    def _joined(self, number: int, body: object, path: str) -> Iterator[SecretHit]:
+        """The secrets a stream's pieces spell only when joined: a match that lies inside one
+        part was found as that part's own hit, and one over parts that are all the same
+        string (an id repeated in every event) is no streamed text."""
+        for thread in threads(body, path):
+            seen: set[tuple[int, int]] = set()  # one secret, one hit: the likeliest kind
+            for kind, start, end in self.spans(thread.text()):
+                first, last = thread.span(start, end)
+                if last - first < 2 or len(set(thread.parts[first:last])) == 1:
+                    continue
+                if (first, last) in seen:
+                    continue
+                seen.add((first, last))
+                across = len(set(thread.pieces[first:last]))
+                yield SecretHit(number, self._scrub(thread.named(first, last)), kind, across)
 
     def scan_meta(self, meta: Mapping[str, Any]) -> list[SecretHit]:
         """Every hit in a cassette's ``meta`` (keys and values, at any depth)."""
