@@ -26,6 +26,7 @@ if _TYPE_CHECKING:
     from ._answers.model import Turn as ModelTurn
     from ._bridges.httpx import HTTPBridge
     from ._bridges.live import LiveTransport
+    from ._patching.outside import use_cassette
     from ._seam.cancel import CancelToken
     from ._seam.errors import (
         AlreadyInstalledError,
@@ -70,7 +71,6 @@ if _TYPE_CHECKING:
         CassetteSession,
         SentRequest,
         UnusedInteractionsWarning,
-        use_cassette,
     )
     from ._store.cassette import (
         Cassette,
@@ -203,7 +203,7 @@ _WHERE: dict[str, tuple[str, str]] = {
     "assert_time_to_first_event": ("._timing.expect", "assert_time_to_first_event"),
     "assert_waits": ("._timing.expect", "assert_waits"),
     "load_cassette": ("._store.cassette", "load_cassette"),
-    "use_cassette": ("._session.session", "use_cassette"),
+    "use_cassette": ("._patching.outside", "use_cassette"),
 }
 
 

@@ -19,7 +19,6 @@ from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
 
 from pytest_toolnexus import load_cassette, use_cassette
-from pytest_toolnexus._patching.httpx import patch_http_clients
 from pytest_toolnexus._store.cassette import SseBody
 from tests.support.mcp_server import McpServer
 from tests.support.realtime import wall
@@ -48,12 +47,8 @@ async def call_count(url, clock):
 def recorded(tmp_path):
     """One session over SSE recorded against a live server, which is then stopped."""
     cassette = tmp_path / "mcp-sse.msgpack"
-    with McpServer(gap=GAP, transport="sse") as server, use_cassette(cassette, record="all") as s:
-        undo = patch_http_clients(s)
-        try:
-            live = asyncio.run(call_count(server.url, wall))
-        finally:
-            undo()
+    with McpServer(gap=GAP, transport="sse") as server, use_cassette(cassette, record="all"):
+        live = asyncio.run(call_count(server.url, wall))
     return cassette, server, live
 
 
@@ -93,11 +88,7 @@ def test_an_mcp_session_over_sse_replays_with_the_server_stopped(recorded):
     ]
 
     with use_cassette(cassette) as session:
-        undo = patch_http_clients(session)
-        try:
-            replayed, seen, before = asyncio.run(call_count(server.url, time.monotonic))
-        finally:
-            undo()
+        replayed, seen, before = asyncio.run(call_count(server.url, time.monotonic))
         sleeps = list(session.clock.sleeps)
 
     assert replayed == text

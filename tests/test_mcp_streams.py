@@ -16,7 +16,6 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from pytest_toolnexus import load_cassette, use_cassette
-from pytest_toolnexus._patching.httpx import patch_http_clients
 from pytest_toolnexus._store.cassette import SseBody
 from tests.support.mcp_server import McpServer
 from tests.support.realtime import wall
@@ -47,12 +46,8 @@ async def call_count(url, clock):
 def recorded(tmp_path):
     """Record one tool call against a live server, then stop the server."""
     cassette = tmp_path / "mcp.msgpack"
-    with McpServer(gap=GAP) as server, use_cassette(cassette, record="all") as session:
-        undo = patch_http_clients(session)
-        try:
-            live = asyncio.run(call_count(server.url, wall))
-        finally:
-            undo()
+    with McpServer(gap=GAP) as server, use_cassette(cassette, record="all"):
+        live = asyncio.run(call_count(server.url, wall))
     with socket.socket() as probe:  # the server is gone: nothing listens there any more
         host, port = server.url.split("//")[1].split("/")[0].split(":")
         assert probe.connect_ex((host, int(port))) != 0
@@ -98,11 +93,7 @@ def test_an_mcp_tool_call_replays_with_the_server_stopped_at_its_recorded_times(
     stamps = [e["t"] for e in call.response.body.events]
 
     with use_cassette(cassette) as session:  # replay only: the virtual clock, no network
-        undo = patch_http_clients(session)
-        try:
-            replayed, seen, _ = asyncio.run(call_count("http://" + _origin(call), time.monotonic))
-        finally:
-            undo()
+        replayed, seen, _ = asyncio.run(call_count("http://" + _origin(call), time.monotonic))
 
     assert replayed == text
     assert [value for value, _ in seen] == [1.0, 2.0, 3.0]

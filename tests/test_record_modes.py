@@ -13,14 +13,11 @@ import httpx
 import msgpack
 import pytest
 
+from pytest_toolnexus import use_cassette
 from pytest_toolnexus._bridges.live import LiveTransport
 from pytest_toolnexus._seam.errors import CassetteMissError
 from pytest_toolnexus._seam.transport import TransportRequest
-from pytest_toolnexus._session.session import (
-    CassetteSession,
-    UnusedInteractionsWarning,
-    use_cassette,
-)
+from pytest_toolnexus._session.session import CassetteSession, UnusedInteractionsWarning
 from pytest_toolnexus._store.cassette import load_cassette
 from tests.support.realtime import wall
 from tests.support.servers import Drip, LoopbackServer, write_response

@@ -10,6 +10,7 @@ import httpx
 import httpx2
 import pytest
 
+from pytest_toolnexus import use_cassette
 from pytest_toolnexus._bridges.httpx import HTTPBridge
 from pytest_toolnexus._seam.errors import (
     CassetteMissError,
@@ -22,7 +23,7 @@ from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.transport import AsyncByteStream, ByteStream, TransportRequest
 from pytest_toolnexus._session.record import BodyRecorder
 from pytest_toolnexus._session.replay import play
-from pytest_toolnexus._session.session import CassetteSession, use_cassette
+from pytest_toolnexus._session.session import CassetteSession
 from pytest_toolnexus._store.cassette import (
     Cassette,
     ChunksBody,

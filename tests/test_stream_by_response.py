@@ -17,7 +17,6 @@ import httpx
 import httpx_sse
 
 from pytest_toolnexus import load_cassette, use_cassette
-from pytest_toolnexus._patching.httpx import patch_http_clients
 from pytest_toolnexus._store.cassette import ChunksBody, JsonBody, NdjsonBody, SseBody, TextBody
 from tests.support.realtime import wall
 from tests.support.servers import Drip, Fixed, LoopbackServer
@@ -29,12 +28,8 @@ GAP = 0.05
 @contextlib.contextmanager
 def recording(cassette):
     """Every httpx client records into ``cassette``, as under the pytest plugin."""
-    with use_cassette(cassette, record="all") as session:
-        undo = patch_http_clients(session)
-        try:
-            yield
-        finally:
-            undo()
+    with use_cassette(cassette, record="all"):
+        yield
 
 
 def _read(url, method, how, **kwargs):
@@ -58,22 +53,14 @@ def record_and_replay(tmp_path, drip, path="/stream", method="GET", how="lines",
     cassette = tmp_path / "stream.msgpack"
     with LoopbackServer(drip) as server:
         url = server.url(path)
-        with use_cassette(cassette, record="all") as session:
-            undo = patch_http_clients(session)
-            try:
-                before = wall()
-                live, _ = _read(url, method, how, **kwargs)
-                arrived = wall()
-            finally:
-                undo()
+        with use_cassette(cassette, record="all"):
+            before = wall()
+            live, _ = _read(url, method, how, **kwargs)
+            arrived = wall()
         received_at = server.requests[0].received_at
     (interaction,) = load_cassette(cassette).interactions
-    with use_cassette(cassette) as session:  # replay only: the virtual clock, no network
-        undo = patch_http_clients(session)
-        try:
-            replayed, replay_arrivals = _read(url, method, how, **kwargs)
-        finally:
-            undo()
+    with use_cassette(cassette):  # replay only: the virtual clock, no network
+        replayed, replay_arrivals = _read(url, method, how, **kwargs)
     # Compact JSON is sent, so that the replayed bytes (stored JSON is re-encoded compactly)
     # are the very bytes the server sent.
     assert b"".join(_bytes(p) for p in replayed) == b"".join(_bytes(p) for p in live)
@@ -212,12 +199,8 @@ def test_httpx_sse_connect_sse_is_recorded_and_replayed_with_its_timing(tmp_path
             live, _ = read(url)
             arrived = wall()
         received_at = server.requests[0].received_at
-    with use_cassette(cassette) as session:  # replay only: the virtual clock, no network
-        undo = patch_http_clients(session)
-        try:
-            replayed, arrivals = read(url)
-        finally:
-            undo()
+    with use_cassette(cassette):  # replay only: the virtual clock, no network
+        replayed, arrivals = read(url)
 
     assert live == replayed == [{"n": n} for n in range(5)]
     (interaction,) = load_cassette(cassette).interactions

@@ -19,11 +19,10 @@ from typing import Any, Final
 
 import pytest
 
-from pytest_toolnexus._patching.httpx import DirectLive, patch_http_clients
+from pytest_toolnexus._patching.httpx import DirectLive
 from pytest_toolnexus._patching.install import Installation
-from pytest_toolnexus._patching.libraries import patch_libraries
-from pytest_toolnexus._patching.tls import share_default_tls
-from pytest_toolnexus._safety.tripwire import Unserved, arm_tripwire
+from pytest_toolnexus._patching.serving import serve_clients
+from pytest_toolnexus._safety.tripwire import Unserved
 from pytest_toolnexus._seam.errors import CassetteError
 from pytest_toolnexus._seam.transport import TransportRequest
 from pytest_toolnexus._session.session import CassetteSession, UnusedInteractionsWarning
@@ -42,6 +41,7 @@ from .shared import (
     base_dir,
     shown,
 )
+from .verdict import shows
 
 __all__ = ["serve"]
 
@@ -240,18 +240,11 @@ def serve(
         undo.callback(keep_or_discard)
         undo.callback(_report_unserved, item, unserved, options)
         undo.enter_context(installation)
-        installation.add(patch_http_clients, session, options.allow_hosts)
-        installation.add(patch_libraries, session, options.allow_hosts)
-        if session.replay_only and not options.allow_hosts:
-            # No connection can open while this test runs, so the clients it makes need no
-            # TLS context of their own (making one costs more than the rest of the test).
-            installation.add(share_default_tls)
-        installation.add(
-            arm_tripwire,
+        serve_clients(
+            installation,
+            session,
             cassette=where,
-            mode=session.record_mode,
             allow_hosts=options.allow_hosts,
-            recording=not session.replay_only,
             on_unserved="warn" if options.unserved == "warn" else "fail",
             unserved=unserved,
         )
@@ -317,28 +310,6 @@ def _check_expiry(
     return record
 
 
-def _shows(raised: list[BaseException], error: BaseException) -> bool:
-    """Whether a report of the errors ``raised`` shows ``error``: it is one of them, or one
-    pytest prints with them: in a chain of causes and contexts (a context only where it was
-    not suppressed, ``raise ... from None``), or in an exception group."""
-    pending = list(raised)
-    seen: set[int] = set()
-    while pending:
-        shown = pending.pop()
-        if id(shown) in seen:
-            continue
-        seen.add(id(shown))
-        if shown is error:
-            return True
-        if isinstance(shown, BaseExceptionGroup):
-            pending.extend(shown.exceptions)
-        if shown.__cause__ is not None:
-            pending.append(shown.__cause__)
-        elif shown.__context__ is not None and not shown.__suppress_context__:
-            pending.append(shown.__context__)
-    return False
-
-
 def _caught_by_the_test(error: BaseException, item: pytest.Item) -> bool:
     """Whether the test function itself caught ``error``: with ``pytest.raises``, or a ``try``
     of its own. The first frame of an exception's traceback is the one it was caught in; a
@@ -373,7 +344,7 @@ def _report(
     damaged = [
         error
         for error in session.damaged
-        if not _shows(raised, error) and not _caught_by_the_test(error, item)
+        if not shows(raised, error) and not _caught_by_the_test(error, item)
     ]
     if damaged:
         pytest.fail(
@@ -385,7 +356,7 @@ def _report(
     hidden = [
         miss
         for miss in session.misses
-        if not _shows(raised, miss) and not _caught_by_the_test(miss, item)
+        if not shows(raised, miss) and not _caught_by_the_test(miss, item)
     ]
     if hidden and not test_failed:
         pytest.fail(

@@ -65,7 +65,6 @@ __all__ = [
     "SentRequest",
     "TimingMode",
     "UnusedInteractionsWarning",
-    "use_cassette",
 ]
 
 
@@ -469,25 +468,3 @@ def _epoch_of(meta: Mapping[str, Any], interactions: list[Interaction]) -> float
     if isinstance(epoch, int | float) and not isinstance(epoch, bool):
         return float(epoch)
     return None
-
-
-def use_cassette(
-    path: str | os.PathLike[str],
-    *,
-    record: RecordMode = "none",
-    timing: TimingMode = "virtual",
-    **options: Any,
-) -> CassetteSession:
-    """Open a cassette outside pytest: use it in a ``with`` (or ``async with``) block, which
-    starts it and, at the end, writes what was recorded and reports what was never played.
-
-    >>> with use_cassette("tests/cassettes/chat.msgpack", record="once") as cassette:
-    ...     client = openai.OpenAI(http_client=httpx2.Client(transport=cassette.http_transport()))
-
-    With ``timing="virtual"`` (the default) and a replay-only cassette, the virtual clock is
-    installed for the block: sleeps return at once and replayed streams keep their timing.
-    ``timing="real"`` (with ``speed=``) waits for real, ``timing="instant"`` not at all. The
-    other options are those of the ``cassette`` marker (see docs/pytest.md). ``async with``
-    also closes the async clients the cassette opened to record.
-    """
-    return CassetteSession(path, record=record, timing=timing, **options)

@@ -1,0 +1,50 @@
+"""Every process-wide patch a cassette in use needs to serve the clients the code under test
+builds itself: the httpx and httpx2 transports, the libraries served once imported (aiohttp,
+urllib3), the shared TLS context of a replay that opens no connection, and the network
+tripwire. The pytest plugin's ``cassette`` fixture and ``use_cassette`` both put them on
+through this one function, into the installation that takes them off again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+from pytest_toolnexus._safety.tripwire import Unserved, arm_tripwire
+from pytest_toolnexus._session.session import CassetteSession
+
+from .httpx import patch_http_clients
+from .install import Installation
+from .libraries import patch_libraries
+from .tls import share_default_tls
+
+__all__ = ["serve_clients"]
+
+
+def serve_clients(
+    installation: Installation,
+    session: CassetteSession,
+    *,
+    cassette: str,
+    allow_hosts: Iterable[str] = (),
+    on_unserved: Literal["fail", "warn"] = "fail",
+    unserved: Unserved | None = None,
+) -> None:
+    """Route every client through ``session`` and arm the tripwire, each patch's undo in
+    ``installation`` the moment it is in. ``cassette`` names the file in the tripwire's
+    errors; ``unserved`` collects what a recording let around the recorder."""
+    hosts = tuple(allow_hosts)
+    installation.add(patch_http_clients, session, hosts)
+    installation.add(patch_libraries, session, hosts)
+    if session.replay_only and not hosts:
+        # No connection can open while the cassette is in use, so the clients made meanwhile
+        # need no TLS context of their own (making one costs more than the rest of a test).
+        installation.add(share_default_tls)
+    installation.add(
+        arm_tripwire,
+        cassette=cassette,
+        mode=session.record_mode,
+        allow_hosts=hosts,
+        recording=not session.replay_only,
+        on_unserved=on_unserved,
+        unserved=unserved,
+    )
