@@ -236,6 +236,10 @@ def _toolnexus_marker(request: pytest.FixtureRequest) -> None:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    if call.excinfo is not None:
+        from ._plugin.tracebacks import answer_first  # only when something failed
+
+        answer_first(item.config, call.excinfo)
     report = yield
     if report.when == "setup":  # each run of the item starts here, a rerun's too
         item.stash[FAILED] = False

@@ -35,6 +35,7 @@ from pytest_toolnexus._seam.errors import (
     RemoteProtocolError,
     TransportCancelled,
     TransportError,
+    expected_error,
 )
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.served import is_sending, sending
@@ -48,6 +49,10 @@ from pytest_toolnexus._seam.transport import (
 )
 
 __all__ = ["AiohttpBridge", "AiohttpLive", "seam_error"]
+
+# pytest leaves this module's frames out of a failure's traceback when the error is one the
+# plugin raises on purpose (a miss, a usage error, a replayed transport failure).
+__tracebackhide__ = expected_error
 
 Handler = Callable[[aiohttp.ClientRequest], Awaitable[aiohttp.ClientResponse]]
 

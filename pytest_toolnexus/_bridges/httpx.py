@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from pytest_toolnexus._seam.bodies import decode_body, wants_stream, wire_body
-from pytest_toolnexus._seam.errors import TransportError
+from pytest_toolnexus._seam.errors import TransportError, expected_error
 from pytest_toolnexus._seam.headers import Headers, wire_pairs
 from pytest_toolnexus._seam.transport import (
     AsyncByteStream,
@@ -30,6 +30,10 @@ from pytest_toolnexus._seam.transport import (
 from . import compat as _compat
 
 __all__ = ["HTTPBridge"]
+
+# pytest leaves this module's frames out of a failure's traceback when the error is one the
+# plugin raises on purpose (a miss, a usage error, a replayed transport failure).
+__tracebackhide__ = expected_error
 
 
 class _SyncPull(_compat.SyncStreamBase):

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from pytest_toolnexus._seam.bodies import decode_body, keeps_content_length
-from pytest_toolnexus._seam.errors import TransportCancelled, TransportError
+from pytest_toolnexus._seam.errors import TransportCancelled, TransportError, expected_error
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.stream_kind import hands_on_stream
 from pytest_toolnexus._seam.transport import (
@@ -29,6 +29,10 @@ from pytest_toolnexus._seam.transport import (
 from . import compat as _compat
 
 __all__ = ["LiveTransport"]
+
+# pytest leaves this module's frames out of a failure's traceback when the error is one the
+# plugin raises on purpose (a miss, a usage error, a replayed transport failure).
+__tracebackhide__ = expected_error
 
 # Headers that describe the wire form of a body this transport hands over decoded.
 _WIRE_HEADERS = ("content-encoding", "content-length", "transfer-encoding")

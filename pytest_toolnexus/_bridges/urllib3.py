@@ -55,6 +55,7 @@ from pytest_toolnexus._seam.errors import (
     ReadTimeout,
     RemoteProtocolError,
     TransportError,
+    expected_error,
 )
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.served import sending
@@ -68,6 +69,10 @@ from pytest_toolnexus._seam.transport import (
 )
 
 __all__ = ["Exchange", "Urllib3Bridge", "Urllib3Live", "pool_url", "seam_error"]
+
+# pytest leaves this module's frames out of a failure's traceback when the error is one the
+# plugin raises on purpose (a miss, a usage error, a replayed transport failure).
+__tracebackhide__ = expected_error
 
 MakeRequest = Callable[..., Any]
 

@@ -22,11 +22,16 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from pytest_toolnexus._bridges.aiohttp import AiohttpBridge, AiohttpLive
+from pytest_toolnexus._seam.errors import expected_error
 from pytest_toolnexus._session.session import CassetteSession
 
 from .httpx import host_allowed
 
 __all__ = ["patch_aiohttp"]
+
+# pytest leaves this module's frames out of a failure's traceback when the error is one the
+# plugin raises on purpose (a miss, a usage error, a replayed transport failure).
+__tracebackhide__ = expected_error
 
 _owner_lock = threading.Lock()
 _owner: list[str | None] = [None]

@@ -26,11 +26,16 @@ from urllib.parse import urlsplit
 from pytest_toolnexus._bridges import compat as _compat
 from pytest_toolnexus._bridges.httpx import HTTPBridge
 from pytest_toolnexus._bridges.live import LiveTransport
+from pytest_toolnexus._seam.errors import expected_error
 from pytest_toolnexus._seam.served import is_sending, sending
 from pytest_toolnexus._seam.transport import TransportRequest, TransportResponse
 from pytest_toolnexus._session.session import CassetteSession
 
 __all__ = ["DirectLive", "host_allowed", "patch_http_clients"]
+
+# pytest leaves this module's frames out of a failure's traceback when the error is one the
+# plugin raises on purpose (a miss, a usage error, a replayed transport failure).
+__tracebackhide__ = expected_error
 
 
 class DirectLive:

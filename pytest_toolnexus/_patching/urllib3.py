@@ -22,12 +22,17 @@ import urllib3
 from urllib3.connectionpool import HTTPConnectionPool
 
 from pytest_toolnexus._bridges.urllib3 import Urllib3Bridge, Urllib3Live, bind
+from pytest_toolnexus._seam.errors import expected_error
 from pytest_toolnexus._seam.served import is_sending
 from pytest_toolnexus._session.session import CassetteSession
 
 from .httpx import host_allowed
 
 __all__ = ["patch_urllib3"]
+
+# pytest leaves this module's frames out of a failure's traceback when the error is one the
+# plugin raises on purpose (a miss, a usage error, a replayed transport failure).
+__tracebackhide__ = expected_error
 
 _owner_lock = threading.Lock()
 _owner: list[str | None] = [None]

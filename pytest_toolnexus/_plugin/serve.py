@@ -23,7 +23,7 @@ from pytest_toolnexus._patching.httpx import DirectLive
 from pytest_toolnexus._patching.install import Installation
 from pytest_toolnexus._patching.serving import serve_clients
 from pytest_toolnexus._safety.tripwire import Unserved
-from pytest_toolnexus._seam.errors import CassetteError
+from pytest_toolnexus._seam.errors import CassetteError, expected_error
 from pytest_toolnexus._seam.transport import TransportRequest
 from pytest_toolnexus._session.session import CassetteSession, UnusedInteractionsWarning
 from pytest_toolnexus._store.cassette import Cassette, Interaction, RecordedRequest, load_cassette
@@ -44,6 +44,10 @@ from .shared import (
 from .verdict import shows
 
 __all__ = ["serve"]
+
+# pytest leaves this module's frames out of a failure's traceback when the error is one the
+# plugin raises on purpose (a miss, a usage error, a replayed transport failure).
+__tracebackhide__ = expected_error
 
 _CI_FALSE: Final = frozenset({"", "0", "false", "no"})
 

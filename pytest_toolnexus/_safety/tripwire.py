@@ -32,10 +32,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final, Literal
 
-from pytest_toolnexus._seam.errors import NetworkBlockedError
+from pytest_toolnexus._seam.errors import NetworkBlockedError, expected_error
 from pytest_toolnexus._seam.served import host_in_flight, is_sending
 
 __all__ = ["Unserved", "arm_tripwire", "who_connects"]
+
+# pytest leaves this module's frames out of a failure's traceback when the error is one the
+# plugin raises on purpose (a miss, a usage error, a replayed transport failure).
+__tracebackhide__ = expected_error
 
 _LOOPBACK_NAMES: Final = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 # Frames that are the socket machinery itself, never "the library" that connects.

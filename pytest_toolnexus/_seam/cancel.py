@@ -6,9 +6,13 @@ import threading
 from collections.abc import Callable
 from typing import final
 
-from .errors import TransportCancelled
+from .errors import TransportCancelled, expected_error
 
 __all__ = ["CancelToken"]
+
+# pytest leaves this module's frames out of a failure's traceback when the error is one the
+# plugin raises on purpose (a miss, a usage error, a replayed transport failure).
+__tracebackhide__ = expected_error
 
 
 @final

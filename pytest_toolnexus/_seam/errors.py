@@ -215,6 +215,23 @@ class RecorderWarning(UserWarning):
     the client read the server's stream untouched."""
 
 
+def expected_error(excinfo: object) -> bool:
+    """Whether pytest hides the plugin's frames from a traceback: the ``__tracebackhide__`` of
+    every function on a request's path (bridges, patching, session, replay, matching).
+
+    pytest calls it with the failure's ``ExceptionInfo``. The frames go when the error is one
+    the plugin raises on purpose: a :class:`CassetteMissError`, a :class:`ToolnexusError`
+    (a usage or contract error, a blocked connection), or an HTTP library's exception made from
+    one (a replayed timeout or a cut stream). The test's line and the message are then what
+    the report shows. Any other error would be a bug of the plugin's own, so its frames stay
+    where it happened. ``--full-trace`` shows every frame either way.
+    """
+    error = getattr(excinfo, "value", None)
+    return isinstance(error, ToolnexusError | CassetteMissError) or isinstance(
+        getattr(error, "__cause__", None), ToolnexusError
+    )
+
+
 # Tracebacks and pytest's short summary name the public spelling (pytest_toolnexus.X), the one
 # users import and catch, rather than this private module.
 for _name in __all__:

@@ -22,7 +22,7 @@ from typing import Any, Final, Protocol, TypeAlias, cast, final
 from pytest_toolnexus._safety.mask import masked_repr
 
 from .cancel import CancelToken
-from .errors import ContractError
+from .errors import ContractError, expected_error
 from .headers import Headers
 
 __all__ = [
@@ -43,6 +43,10 @@ __all__ = [
     "call",
     "check_response",
 ]
+
+# pytest leaves this module's frames out of a failure's traceback when the error is one the
+# plugin raises on purpose (a miss, a usage error, a replayed transport failure).
+__tracebackhide__ = expected_error
 
 JSONValue: TypeAlias = dict[str, Any] | list[Any] | str | int | float | bool | None
 """A parsed JSON value, as :func:`json.loads` returns it."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
 from pytest_toolnexus._providers import ANTHROPIC, OPENAI_CHAT, provider_of
+from pytest_toolnexus._seam.errors import expected_error
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.transport import TransportRequest
 from pytest_toolnexus._store.cassette import (
@@ -48,6 +49,10 @@ __all__ = [
     "StallFault",
     "error_body",
 ]
+
+# pytest leaves this module's frames out of a failure's traceback when the error is one the
+# plugin raises on purpose (a miss, a usage error, a replayed transport failure).
+__tracebackhide__ = expected_error
 
 RETRYABLE: Final = (429, 500, 502, 503, 504, 529)
 _REASONS: Final = {

@@ -31,6 +31,7 @@ from pytest_toolnexus._safety.redact import (
 )
 from pytest_toolnexus._seam.bodies import encode_json, is_json_type
 from pytest_toolnexus._seam.codings import decoded
+from pytest_toolnexus._seam.errors import expected_error
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.transport import RequestBody, TransportRequest
 from pytest_toolnexus._store.cassette import (
@@ -55,6 +56,10 @@ __all__ = [
     "normalize_url",
     "parse_body_path",
 ]
+
+# pytest leaves this module's frames out of a failure's traceback when the error is one the
+# plugin raises on purpose (a miss, a usage error, a replayed transport failure).
+__tracebackhide__ = expected_error
 
 Matcher: TypeAlias = Callable[[TransportRequest, RecordedRequest], bool | None]
 """Decides whether a recorded request answers a live one; None leaves it to the rules."""

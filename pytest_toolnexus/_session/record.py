@@ -13,7 +13,7 @@ import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import cast
 
-from pytest_toolnexus._seam.errors import TransportCancelled, TransportError
+from pytest_toolnexus._seam.errors import TransportCancelled, TransportError, expected_error
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.served import sending
 from pytest_toolnexus._seam.transport import (
@@ -45,6 +45,10 @@ __all__ = [
     "fixed_body",
     "recorded_request",
 ]
+
+# pytest leaves this module's frames out of a failure's traceback when the error is one the
+# plugin raises on purpose (a miss, a usage error, a replayed transport failure).
+__tracebackhide__ = expected_error
 
 
 class _Recording:

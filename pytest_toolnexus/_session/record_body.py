@@ -12,6 +12,7 @@ from __future__ import annotations
 from pytest_toolnexus._providers import ends_stream
 from pytest_toolnexus._seam.bodies import encode_json, is_json_type
 from pytest_toolnexus._seam.codings import decoded
+from pytest_toolnexus._seam.errors import expected_error
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.stream_kind import media_type, stream_kind
 from pytest_toolnexus._seam.transport import JSONValue, RequestBody, TransportRequest
@@ -34,6 +35,10 @@ from pytest_toolnexus._store.json_array import JsonArraySplitter
 from pytest_toolnexus._store.streams import NdjsonSplitter, SseParser, parse_json_text, storable
 
 __all__ = ["BodyRecorder", "fixed_body", "recorded_request"]
+
+# pytest leaves this module's frames out of a failure's traceback when the error is one the
+# plugin raises on purpose (a miss, a usage error, a replayed transport failure).
+__tracebackhide__ = expected_error
 
 
 def fixed_body(headers: Headers, body: JSONValue | bytes) -> Body:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from pytest_toolnexus._seam.cancel import CancelToken
-from pytest_toolnexus._seam.errors import ERROR_KINDS, ReplayError, TransportError
+from pytest_toolnexus._seam.errors import ERROR_KINDS, ReplayError, TransportError, expected_error
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.transport import (
     AsyncByteStream,
@@ -47,6 +47,10 @@ __all__ = [
     "plan_of",
     "play",
 ]
+
+# pytest leaves this module's frames out of a failure's traceback when the error is one the
+# plugin raises on purpose (a miss, a usage error, a replayed transport failure).
+__tracebackhide__ = expected_error
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,12 @@ from pytest_toolnexus._safety.redact import redact_url
 from pytest_toolnexus._safety.redact_interaction import redacted
 from pytest_toolnexus._safety.secrets import SecretScanner, credential_environment
 from pytest_toolnexus._seam.bodies import wire_problem, wire_suspect
-from pytest_toolnexus._seam.errors import CassetteFormatError, CassetteMissError, WireCheckError
+from pytest_toolnexus._seam.errors import (
+    CassetteFormatError,
+    CassetteMissError,
+    WireCheckError,
+    expected_error,
+)
 from pytest_toolnexus._seam.transport import (
     AsyncTransport,
     DualTransport,
@@ -49,6 +54,10 @@ from .replay_check import DAMAGE, check_playable
 from .sent import SentRequest, Turn
 
 __all__ = ["RequestPath"]
+
+# pytest leaves this module's frames out of a failure's traceback when the error is one the
+# plugin raises on purpose (a miss, a usage error, a replayed transport failure).
+__tracebackhide__ = expected_error
 
 
 class RequestPath:

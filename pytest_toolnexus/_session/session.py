@@ -28,6 +28,7 @@ from pytest_toolnexus._seam.errors import (
     CassetteMissError,
     CassetteSetAsideWarning,
     RecorderWarning,
+    expected_error,
 )
 from pytest_toolnexus._seam.transport import (
     AsyncTransport,
@@ -66,6 +67,10 @@ __all__ = [
     "TimingMode",
     "UnusedInteractionsWarning",
 ]
+
+# pytest leaves this module's frames out of a failure's traceback when the error is one the
+# plugin raises on purpose (a miss, a usage error, a replayed transport failure).
+__tracebackhide__ = expected_error
 
 
 _SECRET_FIX: Final = (
