@@ -254,9 +254,9 @@ def json_server():
         yield running
 
 
-def record_one(path, server, raised, *, mode="all"):
+def record_one(path, server, raised, *, mode="all", **options):
     """Record one whole request in ``use_cassette``, then leave the block with ``raised``."""
-    tape = use_cassette(path, record=mode, on_unused="ignore")
+    tape = use_cassette(path, record=mode, on_unused="ignore", **options)
 
     def block():
         with tape, httpx.Client(transport=tape.http_transport()) as client:
@@ -291,12 +291,19 @@ def test_a_block_left_by_an_interruption_keeps_the_recording_beside_the_cassette
 @pytest.mark.parametrize(
     "raised", [ValueError("the code's own failure"), pytest.fail.Exception("x")]
 )
-def test_a_block_left_by_an_ordinary_error_or_a_test_outcome_writes_as_before(
+def test_a_block_left_by_an_ordinary_error_or_a_test_outcome_writes_nothing_unless_asked(
     raised, tmp_path, json_server
 ):
+    # As the marker does for a test that fails while recording (record_on_error=False).
     path = tmp_path / "tape.msgpack"
-    good_cassette(path)
+    before = good_cassette(path)
     tape = record_one(path, json_server, raised)
+    assert not tape.written
+    assert tape.rescued is None
+    assert path.read_bytes() == before
+    assert not list(tmp_path.glob("*.interrupted-*"))
+
+    tape = record_one(path, json_server, raised, record_on_error=True)
     assert tape.written
     assert tape.rescued is None
     assert [i.request.body.value for i in load_cassette(path).interactions] == [{"n": 1}]

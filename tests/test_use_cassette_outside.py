@@ -18,6 +18,7 @@ import requests
 from pytest_toolnexus import CassetteMissError, NetworkBlockedError, use_cassette
 from pytest_toolnexus._patching.install import installed
 from pytest_toolnexus._plugin.settings import OPTION_NAMES
+from pytest_toolnexus._seam.errors import CassetteSetAsideWarning
 from pytest_toolnexus._store.cassette import load_cassette
 from tests.support.servers import Fixed, LoopbackServer
 
@@ -118,23 +119,21 @@ def test_patch_clients_false_serves_only_the_clients_handed_the_transport(tmp_pa
         assert [sent.replayed for sent in cassette.requests] == [True]
 
 
-def _fail_after_a_request(path, url, **options):
-    with use_cassette(path, record="once", **options):
+def _fail_after_a_request(path, url, error=RuntimeError, **options):
+    with pytest.raises(error), use_cassette(path, record="once", **options):  # noqa: PT012
         httpx.get(url)
-        raise RuntimeError("the script failed after its request")
+        raise error("the script failed after its request")
 
 
 def test_a_block_that_fails_while_recording_writes_nothing_unless_asked(tmp_path):
     with _json_server() as server:
         url = server.url("/v1/answer")
         dropped = tmp_path / "dropped.msgpack"
-        with pytest.raises(RuntimeError):
-            _fail_after_a_request(dropped, url)
+        _fail_after_a_request(dropped, url)
         assert not dropped.exists()
 
         kept = tmp_path / "kept.msgpack"
-        with pytest.raises(RuntimeError):
-            _fail_after_a_request(kept, url, record_on_error=True)
+        _fail_after_a_request(kept, url, record_on_error=True)
         assert len(load_cassette(kept).interactions) == 1
 
 
@@ -198,3 +197,15 @@ def test_every_marker_option_but_the_name_is_taken(tmp_path):
         assert cassette.replay_only
     with pytest.raises(TypeError, match="name= is the marker's"):
         use_cassette(path, name="other")
+
+
+def test_a_block_cut_short_by_ctrl_c_keeps_the_recording_beside_the_cassette(tmp_path):
+    path = tmp_path / "cut.msgpack"
+    with _json_server() as server:
+        url = server.url("/v1/answer")
+        with pytest.warns(CassetteSetAsideWarning, match="KeyboardInterrupt"):
+            _fail_after_a_request(path, url, error=KeyboardInterrupt)
+    assert not path.exists()
+    (kept,) = tmp_path.glob("cut.msgpack.interrupted*")
+    assert len(load_cassette(kept).interactions) == 1
+    assert installed() is None

@@ -23,6 +23,7 @@ from pytest_toolnexus._plugin.shared import UnservedTrafficWarning
 from pytest_toolnexus._safety.tripwire import Unserved
 from pytest_toolnexus._seam.errors import CassetteError, NetworkBlockedError
 from pytest_toolnexus._seam.transport import AsyncTransport, DualTransport, Transport
+from pytest_toolnexus._session.interruption import interruption
 from pytest_toolnexus._session.modes import RecordMode, TimingMode
 from pytest_toolnexus._session.session import CassetteSession
 from pytest_toolnexus._store.cassette import Cassette, Interaction, load_cassette
@@ -117,7 +118,9 @@ class PlainCassette(CassetteSession):
             self._report()
 
     def _keep_or_discard(self, error: BaseException | None) -> None:
-        failed = isinstance(error, Exception) or (
+        # Failed: left by an error that is not an interruption (that one keeps the recording
+        # beside the cassette), or with traffic around the recorder while that fails.
+        failed = (error is not None and interruption(error) is None) or (
             bool(self._unserved.messages) and self._options.unserved != "warn"
         )
         if (
@@ -137,15 +140,13 @@ class PlainCassette(CassetteSession):
             else:
                 raise NetworkBlockedError(text)
 
-    def __exit__(self, *exc_info: object) -> None:
-        error = exc_info[1]
-        self._ended_by = error if isinstance(error, BaseException) else None
-        self.close()
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
+        self._ended_by = error
+        super().__exit__(kind, error, traceback)
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        error = exc_info[1]
-        self._ended_by = error if isinstance(error, BaseException) else None
-        await self.aclose()
+    async def __aexit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
+        self._ended_by = error
+        await super().__aexit__(kind, error, traceback)
 
 
 def _expired_mode(path: Path, options: CassetteOptions) -> RecordMode:

@@ -4,9 +4,9 @@ A ``with use_cassette(...)`` block left by Ctrl-C (``KeyboardInterrupt``), ``Sys
 cancelled task (``asyncio.CancelledError``, ``trio.Cancelled``) or ``pytest.exit()`` may have
 stopped in the middle of a stream: what it recorded is kept beside the cassette, never written
 over it. An ordinary exception (``Exception``) is the code's own failure after whole
-interactions, and the recording is written as before; so are pytest's test outcomes
-(``pytest.fail``, ``pytest.skip``), which the plugin handles, and the library's own
-``CassetteMissError``.
+interactions, and so are pytest's test outcomes (``pytest.fail``, ``pytest.skip``) and the
+library's own ``CassetteMissError``: not an interruption (the plugin, and ``use_cassette``, write
+nothing for a failure unless ``record_on_error=True``, then write as usual).
 
 pytest is not imported: its outcome types are looked up only when pytest is already loaded.
 """
