@@ -289,6 +289,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             write(f"  {nodeid}: {len(listed)} in {path}")
             for entry in listed[:5]:
                 write(f"    {entry}")
+    if stats.swallowed:
+        write("misses the code under test caught and went on (as under vcrpy, match_on='vcrpy'):")
+        for nodeid, request in sorted(stats.swallowed):
+            write(f"  {nodeid}: {request}")
     if show_files:
         base = base_dir(config)
         on_disk = sorted(shown(config, p) for p in base.rglob("*.msgpack")) if base.exists() else []

@@ -40,6 +40,9 @@ class Stats:
     rescued: dict[str, str] = field(default_factory=dict)
     """Cassettes the run stopped recording into, each with the file its recording was kept in."""
     unused: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    swallowed: list[tuple[str, str]] = field(default_factory=list)
+    """Tests whose code caught a cassette miss and went on, as vcrpy allowed: each with the
+    request that had no recording."""
 
     def to_json(self) -> str:
         return json.dumps(
@@ -51,6 +54,7 @@ class Stats:
                 "discarded": sorted(self.discarded),
                 "rescued": self.rescued,
                 "unused": self.unused,
+                "swallowed": self.swallowed,
             }
         )
 
@@ -63,6 +67,7 @@ class Stats:
         self.discarded.update(data["discarded"])
         self.rescued.update(data["rescued"])
         self.unused.extend((a, b, list(c)) for a, b, c in data["unused"])
+        self.swallowed.extend((a, b) for a, b in data["swallowed"])
 
 
 STATS: Final = pytest.StashKey[Stats]()

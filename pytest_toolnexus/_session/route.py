@@ -27,6 +27,7 @@ from pytest_toolnexus._seam.bodies import wire_problem, wire_suspect
 from pytest_toolnexus._seam.errors import (
     CassetteFormatError,
     CassetteMissError,
+    VcrpyMissError,
     WireCheckError,
     expected_error,
 )
@@ -46,7 +47,7 @@ from pytest_toolnexus._store.cassette import (
 from pytest_toolnexus._timing.clock import Clock
 
 from .faults import Fault, FaultSet, Shaping
-from .match import Index
+from .match import Index, MatchRules
 from .miss import miss_error, missing_error
 from .record import RecordingTransport
 from .replay import aplay, play
@@ -68,6 +69,7 @@ class RequestPath:
 
     path: Path
     record_mode: str
+    rules: MatchRules
     clock: Clock
     misses: list[CassetteMissError]
     damaged: list[CassetteFormatError]
@@ -254,7 +256,7 @@ class RequestPath:
                 "the end of the block or test that used it"
             )
         if self._not_found is not None:
-            error = missing_error(self._not_found, self.path, request)
+            error = self._as_vcrpy_did(missing_error(self._not_found, self.path, request))
             self.misses.append(error)
             raise error
         if (
@@ -274,7 +276,7 @@ class RequestPath:
         with self._lock:
             position = None if substitute is not None else self._index.take(request)
             if substitute is None and position is None and not self._may_record:
-                miss = self._miss(request)
+                miss = self._as_vcrpy_did(self._miss(request))
                 self.misses.append(miss)
                 raise miss
             now = self.clock.now()
@@ -321,6 +323,13 @@ class RequestPath:
                 sent.interaction = self._index.add(safe, played=True)
 
         return keep
+
+    def _as_vcrpy_did(self, miss: CassetteMissError) -> CassetteMissError:
+        """``miss`` as an ``Exception`` too when requests match as vcrpy's did, whose miss
+        ``except Exception`` catches (docs/misses.md, "A miss the code catches")."""
+        if self.rules.preset != "vcrpy":
+            return miss
+        return VcrpyMissError(str(miss), path=miss.path)
 
     def _miss(self, request: TransportRequest) -> CassetteMissError:
         return miss_error(
