@@ -3,9 +3,10 @@
 The client is the SDK as shipped, with ``max_retries=2`` and no transport passed: the kit's
 ``served(...)`` routes every httpx/httpx2 client to a cassette built for each test, on the
 virtual clock, so a ``Retry-After: 150`` costs no wall time. Where the SDK departs from RFC 9110
-or ADR 0027 the kit records a ``ConformanceFinding`` instead of failing; see them with
+or ADR 0027 the kit records a finding instead of failing, and says what would conform; list
+them with
 
-    .venv/bin/pytest examples/test_conformance_anthropic.py -rA -W always
+    .venv/bin/pytest examples/test_conformance_anthropic.py -v
 
 The extra findings (HTTP-date and zero ``Retry-After``, 501 and 505, an error before a stream,
 errors mid-stream) come from ``MoreFindings`` in ``test_conformance_openai.py``.

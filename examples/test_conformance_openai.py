@@ -3,9 +3,10 @@
 The client is the SDK as shipped, with ``max_retries=2`` and no transport passed: the kit's
 ``served(...)`` routes every httpx/httpx2 client to a cassette built for each test, on the
 virtual clock, so a ``Retry-After: 150`` costs no wall time. Where the SDK departs from RFC 9110
-or ADR 0027 the kit records a ``ConformanceFinding`` instead of failing; see them with
+or ADR 0027 the kit records a finding instead of failing, and says what would conform; list
+them with
 
-    .venv/bin/pytest examples/test_conformance_openai.py -rA -W always
+    .venv/bin/pytest examples/test_conformance_openai.py -v
 
 ``MoreFindings`` adds the cases the kit leaves to its user (an HTTP-date or zero
 ``Retry-After``, a 501 or 505, an error before a stream, and errors in the middle of one),
@@ -74,7 +75,10 @@ class MoreFindings:
         retried_at = wall + session.requests[1].sent_at - start
         early = due - retried_at
         observed = "retried at the date" if abs(early) < 0.01 else f"retried {early:.3f} s early"
-        self._finding(request, "Retry-After: <HTTP-date 3 s ahead> (valid, RFC 9110)", observed)
+        fix = "ADR 0027 honours delay-seconds only: back off from an HTTP-date"
+        self._finding(
+            request, "Retry-After: <HTTP-date 3 s ahead> (valid, RFC 9110)", observed, fix
+        )
 
     def test_finding_retry_after_zero(self, tmp_path, request):
         with served([self._error(429, "0"), self._answer(stream=False)], tmp_path) as session:
@@ -83,7 +87,8 @@ class MoreFindings:
         assert text == self.answer
         wait = session.requests[1].sent_at - session.requests[0].finished_at
         observed = "retried at once" if wait == 0 else f"retried after {wait:.3f} s"
-        self._finding(request, "Retry-After: 0 (ADR 0027: retry now)", observed)
+        fix = None if wait == 0 else "Retry-After: 0 means retry now (ADR 0027): do not back off"
+        self._finding(request, "Retry-After: 0 (ADR 0027: retry now)", observed, fix)
 
     @pytest.mark.parametrize("status", [501, 505])
     def test_finding_5xx_outside_the_retryable_set(self, status, tmp_path, request):
@@ -91,8 +96,15 @@ class MoreFindings:
         with served(interactions, tmp_path, allow_repeats=True) as session:
             _, error = self._attempt(self.call)
         attempts = len(session.requests)
-        observed = "not retried" if error is not None and attempts == 1 else f"{attempts} attempts"
-        self._finding(request, f"status {status} (a 5xx outside the retryable set)", observed)
+        retried = not (error is not None and attempts == 1)
+        observed = f"{attempts} attempts" if retried else "not retried"
+        fix = f'ADR 0027 never retries "any 5xx": fail a {status} after one attempt'
+        self._finding(
+            request,
+            f"status {status} (a 5xx outside the retryable set)",
+            observed,
+            fix if retried else None,
+        )
 
     def test_finding_error_before_a_stream(self, tmp_path, request):
         interactions = [self._error(503, "1"), self._answer(stream=True)]
@@ -121,7 +133,12 @@ class MoreFindings:
             f"raises {described(error)} after {len(received)} delta(s); "
             f"{'not retried' if attempts == 1 else f'{attempts} attempts'}"
         )
-        self._finding(request, f"mid-stream {fault.describe()}", observed)
+        fix = (
+            "raise the SDK's own error type, with the transport error as its cause (D3)"
+            if described(error).endswith("unwrapped")
+            else None
+        )
+        self._finding(request, f"mid-stream {fault.describe()}", observed, fix)
 
 
 @functools.cache

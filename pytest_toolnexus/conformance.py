@@ -20,9 +20,11 @@ of ADR 0027: the retryable statuses {429, 500, 502, 503, 504, 529} are retried; 
 fails after exactly one attempt; a ``Retry-After`` in delay-seconds is honoured; a stream is
 delivered incrementally; an error in the middle of a stream is raised, not swallowed.
 
-Where a client departs from RFC 9110 (which allows only whole delay-seconds or an HTTP-date
-in ``Retry-After``) the kit does not fail: the ``test_finding_*`` tests record what the client
-did as a :class:`ConformanceFinding` warning and in the test's ``user_properties``.
+Where clients differ, or where one departs from RFC 9110 (which allows only whole delay-seconds
+or an HTTP-date in ``Retry-After``), the kit does not fail: the ``test_finding_*`` tests record
+what the client did in the test's ``user_properties``, with what to do about a departure, and
+the end-of-run summary counts them (``-v`` lists each). A green run prints no warning for them;
+``--conformance-findings=warn`` turns each departure into a :class:`ConformanceFinding` warning.
 """
 
 from __future__ import annotations
@@ -62,7 +64,9 @@ Provider = Literal["openai", "anthropic", "ollama", "gemini"]
 
 
 class ConformanceFinding(UserWarning):
-    """What a client did where the standard leaves room, or where it departs from RFC 9110."""
+    """A client departs from RFC 9110 or ADR 0027; the message says what it did and what to do.
+    Warned only under ``--conformance-findings=warn``; findings are otherwise summarised at the
+    end of the run."""
 
 
 @contextlib.contextmanager
@@ -143,12 +147,28 @@ class RetryConformance:
         except Exception as exc:  # the client's own error type, whatever it is
             return None, exc
 
-    def _finding(self, request: pytest.FixtureRequest, name: str, observed: str) -> None:
-        request.node.user_properties.append((f"finding:{name}", observed))
+    def _finding(
+        self, request: pytest.FixtureRequest, name: str, observed: str, fix: str | None = None
+    ) -> None:
+        """Record what the client did in a case where clients differ: ``name`` is the case,
+        ``observed`` what the client did, and ``fix`` what to do about it when that departs
+        from RFC 9110 or ADR 0027 (None: it keeps to both).
 
-        warnings.warn(
-            ConformanceFinding(f"{self.provider} client, {name}: {observed}"), stacklevel=2
-        )
+        A finding is not a failure and not a warning: it goes into the test's
+        ``user_properties`` (``finding:<case>``, and ``finding-fix:<case>`` for a departure, which
+        ``--junitxml`` carries) and into the end-of-run summary (one line; ``-v`` lists each).
+        ``--conformance-findings=warn`` makes each departure a :class:`ConformanceFinding`
+        warning as well, naming the fix.
+        """
+        request.node.user_properties.append((f"finding:{name}", observed))
+        if fix is None:
+            return
+        request.node.user_properties.append((f"finding-fix:{name}", fix))
+        if request.config.getoption("conformance_findings", "summary") == "warn":
+            warnings.warn(
+                ConformanceFinding(f"{self.provider} client, {name}: {observed}. {fix}"),
+                stacklevel=2,
+            )
 
     # -- the contract -----------------------------------------------------------------------
 
@@ -221,6 +241,7 @@ class RetryConformance:
             text, error = self._attempt(self.call)
         attempts = len(session.requests)
         assert attempts in (1, 2), f"expected one or two attempts, saw {attempts}"
+        wait: float | None = None
         if attempts == 1:
             assert error is not None, "one attempt and no error: the 429 was taken as an answer"
             observed = "not retried"
@@ -229,7 +250,9 @@ class RetryConformance:
             wait = session.requests[1].sent_at - session.requests[0].finished_at
             observed = f"retried after {wait:.3f} s"
         rfc = "whole delay-seconds" if value.isdigit() else "not valid delay-seconds (RFC 9110)"
-        self._finding(request, f"Retry-After: {value} ({rfc})", observed)
+        self._finding(
+            request, f"Retry-After: {value} ({rfc})", observed, _retry_after_fix(value, wait)
+        )
 
     @pytest.mark.parametrize("status", [408, 409])
     def test_finding_timeout_and_conflict(
@@ -241,8 +264,39 @@ class RetryConformance:
             _, error = self._attempt(self.call)
         attempts = len(session.requests)
         assert attempts in (1, 2, 3)
-        observed = "not retried" if error is not None and attempts == 1 else f"{attempts} attempts"
-        self._finding(request, f"status {status} (outside the retryable set)", observed)
+        retried = not (error is not None and attempts == 1)
+        observed = f"{attempts} attempts" if retried else "not retried"
+        fix = (
+            f"ADR 0027 retries only {', '.join(map(str, RETRYABLE))}: fail a {status} after "
+            "one attempt"
+            if retried
+            else None
+        )
+        self._finding(request, f"status {status} (outside the retryable set)", observed, fix)
+
+
+def _retry_after_fix(value: str, wait: float | None) -> str | None:
+    """What to do about how a client met a 429 with ``Retry-After: value``: it waited ``wait``
+    seconds before the retry, or gave up (None). None when that keeps to RFC 9110 and ADR 0027."""
+    if wait is None:
+        return (
+            "a 429 is retryable whatever its Retry-After (ADR 0027): retry, honouring a whole "
+            "delay-seconds value and backing off from any other"
+        )
+    if value.isdigit():
+        if abs(wait - int(value)) < 0.001:
+            return None
+        return f"honour a whole delay-seconds Retry-After (ADR 0027): wait {value} s"
+    try:
+        honoured = float(value) >= 0 and abs(wait - float(value)) < 0.001
+    except ValueError:
+        honoured = False
+    if honoured:
+        return (
+            f"{value} is not delay-seconds (RFC 9110 allows only whole seconds): ignore the "
+            "header and back off (ADR 0027)"
+        )
+    return None
 
 
 def _with_cadence(interaction: Interaction, kit: RetryConformance, cadence: Any) -> Interaction:

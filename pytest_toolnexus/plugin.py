@@ -98,6 +98,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="list cassette files under the cassette folder that no test of this run used",
     )
+    group.addoption(
+        "--conformance-findings",
+        choices=("summary", "warn"),
+        default="summary",
+        help="how the conformance kit reports what a client does where clients differ: "
+        "summary (default: counted at the end of the run, -v lists them) or warn (each "
+        "departure from RFC 9110 or ADR 0027 is also a ConformanceFinding warning)",
+    )
     parser.addini("cassette_record", "default record mode (none, once, new, all)", default="none")
     parser.addini(
         "cassette_timing", "default timing mode (virtual, real, instant)", default="virtual"
@@ -261,6 +269,9 @@ def pytest_runtest_makereport(
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is not None:
         return
+    from ._plugin.findings import summarize_findings  # reads the reports only
+
+    summarize_findings(terminalreporter)
     stats = config.stash.get(STATS, None)
     if stats is None:
         return
