@@ -89,8 +89,8 @@ def run(work: Path) -> tuple[list[Table], dict[str, float]]:
             assert scanner.scan([interaction]) == []
 
         def per_piece(interaction: Interaction = interaction) -> None:
-            for _, text in _leaves(interaction):
-                scanner.kind_of(text)
+            for _, text, name in _leaves(interaction):
+                scanner.kind_of(text, name)
 
         whole_s, piece_s = _best(whole), _best(per_piece)
         per_event[size] = whole_s / size

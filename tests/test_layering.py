@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, ...]] = [
         "_seam.errors",
         "_seam.served",
         "_safety.mask",
+        "_safety.rules",
         "_timing.cfunc",
         "_patching.install",
         "_patching.imports",
@@ -99,6 +100,7 @@ LAYERS: list[tuple[str, ...]] = [
 SAME_LAYER: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(STORE, STORE),  # the store is one component
     "_patching.install": ("_seam.errors",),
+    "_safety.mask": ("_safety.rules",),
     "_timing.virtual": ("_timing.clock",),
     "_timing.timepatch": ("_timing.clock", "_timing.virtual"),
     "_session.record": ("_session.record_body",),

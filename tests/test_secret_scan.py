@@ -54,8 +54,9 @@ TEXT = Headers([("content-type", "text/plain; charset=utf-8")])
 
 
 def test_every_pattern_has_a_fake():
-    assert {kind for kind, _ in PATTERNS} == set(FAKES)
-    assert len(PATTERNS) == 8
+    # These are the first eight kinds; tests/test_secret_families.py has a fake of every other
+    # family the rule set knows.
+    assert set(FAKES) <= {kind for kind, _ in PATTERNS}
     scanner = SecretScanner(environ={})
     for kind, fake in FAKES.items():
         assert scanner.kind_of(f"xx {fake} yy") == kind

@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Final, TypeVar
 
+from .rules import RULES
+
 __all__ = [
     "CREDENTIAL_HEADERS",
     "CREDENTIAL_QUERY_PARAMS",
@@ -22,20 +24,11 @@ __all__ = [
     "masked_repr",
 ]
 
-PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
-    ("an Anthropic API key (sk-ant-...)", re.compile(r"sk-ant-[A-Za-z0-9_-]{20,}")),
-    ("an OpenAI project key (sk-proj-...)", re.compile(r"sk-proj-[A-Za-z0-9_-]{20,}")),
-    ("an OpenAI-style API key (sk-...)", re.compile(r"\bsk-[A-Za-z0-9_-]{20,}")),
-    ("a Google API key (AIza...)", re.compile(r"AIza[0-9A-Za-z_-]{35}")),
-    ("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    (
-        "a JSON Web Token",
-        re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
-    ),
-    ("a private key block", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")),
-    ("a bearer token", re.compile(r"\b[Bb]earer\s+[A-Za-z0-9._~+/-]{16,}=*")),
+PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
+    (kind, pattern) for kind, _, _, pattern in RULES
 )
-"""What a secret looks like: a description, and the pattern."""
+"""What a secret looks like: a description, and the pattern (:data:`.rules.RULES`, whose
+provenance each rule records)."""
 
 _ENV_NAME: Final = re.compile(
     r"(?:^|_)(?:API_?KEY|KEY|SECRET|TOKEN|PASSWORD|PASSWD|PASS|PWD|CREDENTIALS?)(?:_|$)",

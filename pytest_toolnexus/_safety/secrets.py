@@ -8,6 +8,7 @@ the secret itself is never printed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -31,6 +32,7 @@ from .mask import (
     credential_environment,
     is_credential_name,
 )
+from .rules import FIELD_KIND, KEYWORD_VALUE, RULES, is_credential_field, is_opaque
 
 __all__ = ["PATTERNS", "SecretHit", "SecretScanner", "credential_environment", "is_credential_name"]
 
@@ -38,6 +40,7 @@ __all__ = ["PATTERNS", "SecretHit", "SecretScanner", "credential_environment", "
 # cassette and seam types can mask with them too.
 
 _HIDDEN: Final = "<secret>"
+_NAME_LIMIT: Final = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,54 +87,61 @@ class SecretScanner:
         return any(found in fake or fake in found for fake in self._allow)
 
     def spans(self, text: str) -> Iterator[tuple[str, int, int]]:
-        """``(kind, start, end)`` of every secret in ``text`` that is not allowed."""
+        """``(kind, start, end)`` of every secret in ``text`` that is not allowed, the value
+        of a credential environment variable first, then each rule's matches in the order of
+        :data:`.rules.RULES`, then values bound to a credential name (``password=...``)."""
         for name, value in self._env_values:
             at = text.find(value)
             while at >= 0:
                 if not self._allowed(text, at, at + len(value)):
                     yield f"the value of the environment variable {name}", at, at + len(value)
                 at = text.find(value, at + 1)
-        for kind, pattern in PATTERNS:
+        for kind, _, needles, pattern in RULES:
+            if needles and not any(needle in text for needle in needles):
+                continue
             for match in pattern.finditer(text):
                 if not self._allowed(text, match.start(), match.end()):
                     yield kind, match.start(), match.end()
+        for start, end in _keyword_values(text):
+            if not self._allowed(text, start, end):
+                yield FIELD_KIND, start, end
 
-    def kind_of(self, text: str) -> str | None:
-        """What secret ``text`` holds, or None."""
+    def kind_of(self, text: str, name: str | None = None) -> str | None:
+        """What secret ``text`` holds, or None; ``name`` is the field, header or form field
+        it is the value of, if any: an opaque value under a credential name is one too."""
         if not text:
             return None
-        for name, value in self._env_values:
-            at = text.find(value)
-            if at >= 0 and not self._allowed(text, at, at + len(value)):
-                return f"the value of the environment variable {name}"
-        for kind, pattern in PATTERNS:
-            for match in pattern.finditer(text):
-                if not self._allowed(text, match.start(), match.end()):
-                    return kind
-        return None
+        if (
+            name is not None
+            and is_credential_field(name)
+            and is_opaque(text)
+            and not self._allowed(text, 0, len(text))
+        ):
+            return FIELD_KIND
+        return next((kind for kind, _, _ in self.spans(text)), None)
 
     def mask(self, text: str) -> str:
         """``text`` with every secret in it replaced by ``[secret]``."""
-        for _, value in self._env_values:
-            if value in text and not any(value in fake for fake in self._allow):
-                text = text.replace(value, "[secret]")
-        for _, pattern in PATTERNS:
-            text = pattern.sub(
-                lambda m: (
-                    m.group(0)
-                    if any(m.group(0) in fake or fake in m.group(0) for fake in self._allow)
-                    else "[secret]"
-                ),
-                text,
-            )
-        return text
+        cuts = sorted((start, end) for _, start, end in self.spans(text))
+        if not cuts:
+            return text
+        out: list[str] = []
+        at = 0
+        for start, end in cuts:
+            if end <= at:
+                continue
+            out.append(text[at:start] if start > at else "")
+            out.append("[secret]")
+            at = max(at, end)
+        out.append(text[at:])
+        return "".join(out)
 
     def scan(self, interactions: Iterable[Interaction]) -> list[SecretHit]:
         """Every hit in ``interactions``, in order."""
         hits: list[SecretHit] = []
         for number, interaction in enumerate(interactions):
-            for path, text in _leaves(interaction):
-                kind = self.kind_of(text)
+            for path, text, name in _leaves(interaction):
+                kind = self.kind_of(text, name)
                 if kind is not None:
                     hits.append(SecretHit(number, self._scrub(path), kind))
             response = interaction.response
@@ -158,8 +168,8 @@ class SecretScanner:
     def scan_meta(self, meta: Mapping[str, Any]) -> list[SecretHit]:
         """Every hit in a cassette's ``meta`` (keys and values, at any depth)."""
         hits: list[SecretHit] = []
-        for path, text in _json_leaves(dict(meta), "meta"):
-            kind = self.kind_of(text)
+        for path, text, name in _json_leaves(dict(meta), "meta"):
+            kind = self.kind_of(text, name)
             if kind is not None:
                 hits.append(SecretHit(None, self._scrub(path), kind))
         return hits
@@ -175,55 +185,85 @@ class SecretScanner:
         so that naming where a secret sits never prints it."""
         for _, value in self._env_values:
             path = path.replace(value, _HIDDEN)
-        for _, pattern in PATTERNS:
-            path = pattern.sub(_HIDDEN, path)
+        for _, _, needles, pattern in RULES:
+            if not needles or any(needle in path for needle in needles):
+                path = pattern.sub(_HIDDEN, path)
         return path
 
 
-def _json_leaves(value: Any, path: str) -> Iterator[tuple[str, str]]:
+def _keyword_values(text: str) -> Iterator[tuple[int, int]]:
+    """Where each opaque value bound to a credential name in ``text`` sits (``password=``,
+    ``"clientSecret": "..."``, a form field named ``refresh_token``)."""
+    if not any(c in text for c in "=:\n"):
+        return
+    for match in KEYWORD_VALUE.finditer(text):
+        begin = match.start()
+        low = max(begin - _NAME_LIMIT, 0)
+        while begin > low and (text[begin - 1].isalnum() or text[begin - 1] in "_-."):
+            begin -= 1
+        word_end = match.start() + _word_length(match)
+        value = match.group("value")
+        if is_credential_field(text[begin:word_end]) and is_opaque(value):
+            yield match.start("value"), match.end("value")
+
+
+def _word_length(match: re.Match[str]) -> int:
+    """The length of the credential word a :data:`KEYWORD_VALUE` match starts with."""
+    text = match.group(0)
+    at = 0
+    while at < len(text) and (text[at].isalpha()):
+        at += 1
+    return at
+
+
+def _json_leaves(value: Any, path: str) -> Iterator[tuple[str, str, str | None]]:
     # Iterative, in document order: a cassette nested deeper than the recursion limit is
-    # still scanned instead of crashing the scan.
-    stack: list[tuple[str, Any, bool]] = [(path, value, False)]
+    # still scanned instead of crashing the scan. The third item is the map key a string is
+    # the value of (a credential name makes an opaque value a secret), None for a key itself
+    # and for a list item.
+    stack: list[tuple[str, Any, bool, str | None]] = [(path, value, False, None)]
     while stack:
-        where, item, is_key = stack.pop()
+        where, item, is_key, name = stack.pop()
         if is_key or isinstance(item, str):
-            yield where, str(item)
+            yield where, str(item), name
         elif isinstance(item, dict):
-            pending: list[tuple[str, Any, bool]] = []
+            pending: list[tuple[str, Any, bool, str | None]] = []
             for key, child in item.items():
-                pending.append((f"{where}[{key!r}] (key)", key, True))
-                pending.append((f"{where}[{key!r}]", child, False))
+                pending.append((f"{where}[{key!r}] (key)", key, True, None))
+                pending.append(
+                    (f"{where}[{key!r}]", child, False, key if isinstance(key, str) else None)
+                )
             stack.extend(reversed(pending))
         elif isinstance(item, list):
             stack.extend(
-                (f"{where}[{index}]", child, False)
+                (f"{where}[{index}]", child, False, None)
                 for index, child in reversed(list(enumerate(item)))
             )
 
 
-def _body_leaves(body: object, path: str) -> Iterator[tuple[str, str]]:
+def _body_leaves(body: object, path: str) -> Iterator[tuple[str, str, str | None]]:
     if isinstance(body, JsonBody):
         yield from _json_leaves(body.value, f"{path}.value")
     elif isinstance(body, TextBody):
-        yield f"{path}.text", body.text
+        yield f"{path}.text", body.text, None
     elif isinstance(body, BytesBody):
-        yield f"{path}.data", body.data.decode("utf-8", "ignore")
+        yield f"{path}.data", body.data.decode("utf-8", "ignore"), None
     elif isinstance(body, SseBody):
         for index, event in enumerate(body.events):
             yield from _json_leaves(dict(event), f"{path}.events[{index}]")
-        yield f"{path}.tail", body.tail
+        yield f"{path}.tail", body.tail, None
     elif isinstance(body, NdjsonBody):
         for index, line in enumerate(body.lines):
             yield from _json_leaves(dict(line), f"{path}.lines[{index}]")
-        yield f"{path}.tail", body.tail
+        yield f"{path}.tail", body.tail, None
     elif isinstance(body, EventStreamBody):
         for index, frame in enumerate(body.frames):
             where = f"{path}.frames[{index}]"
             data = frame.get("data")
             if isinstance(data, bytes):
-                yield f"{where}.data", data.decode("utf-8", "ignore")
+                yield f"{where}.data", data.decode("utf-8", "ignore"), None
             yield from _json_leaves(dict(frame), where)  # headers, payload and text
-        yield f"{path}.tail", body.tail.decode("utf-8", "ignore")
+        yield f"{path}.tail", body.tail.decode("utf-8", "ignore"), None
     elif isinstance(body, ChunksBody):
         joined = b"".join(
             c["data"]
@@ -231,24 +271,24 @@ def _body_leaves(body: object, path: str) -> Iterator[tuple[str, str]]:
             if isinstance(c, Mapping) and isinstance(c.get("data"), bytes)
         )
         # Joined, so a secret split across two chunks is still found.
-        yield f"{path}.chunks", joined.decode("utf-8", "ignore")
+        yield f"{path}.chunks", joined.decode("utf-8", "ignore"), None
 
 
-def _error_leaves(error: RecordedError | None, path: str) -> Iterator[tuple[str, str]]:
+def _error_leaves(error: RecordedError | None, path: str) -> Iterator[tuple[str, str, str | None]]:
     if error is not None:
-        yield f"{path}.message", error.message
+        yield f"{path}.message", error.message, None
 
 
-def _header_leaves(headers: Headers, path: str) -> Iterator[tuple[str, str]]:
+def _header_leaves(headers: Headers, path: str) -> Iterator[tuple[str, str, str | None]]:
     # The name is read too: a key pasted where a header name goes is written like any value.
     for name, value in headers.multi_items():
-        yield f"{path}[{name!r}] (name)", name
-        yield f"{path}[{name!r}]", value
+        yield f"{path}[{name!r}] (name)", name, None
+        yield f"{path}[{name!r}]", value, name
 
 
-def _leaves(interaction: Interaction) -> Iterator[tuple[str, str]]:
+def _leaves(interaction: Interaction) -> Iterator[tuple[str, str, str | None]]:
     request = interaction.request
-    yield "request.url", request.url
+    yield "request.url", request.url, None
     yield from _header_leaves(request.headers, "request.headers")
     yield from _body_leaves(request.body, "request.body")
     response = interaction.response
