@@ -28,7 +28,6 @@ import msgpack
 from pytest_toolnexus._safety.mask import masked_repr
 from pytest_toolnexus._seam.errors import (
     CassetteFormatError,
-    CassetteNotFoundError,
     CassetteVersionError,
 )
 from pytest_toolnexus._seam.headers import Headers
@@ -57,6 +56,7 @@ from .bodies import (
     sse_event_doc,
     sse_event_of,
 )
+from .read import read_cassette_bytes
 from .sniff import looks_like
 
 # The body types and their codec are re-exported: most of the package imports them from here.
@@ -581,22 +581,16 @@ def load_cassette(path: str | os.PathLike[str], *, validate: bool = False) -> Ca
 
     Raises :class:`CassetteNotFoundError` when it does not exist, :class:`CassetteVersionError`
     when it is newer than this library, and :class:`CassetteFormatError` when it is empty,
-    truncated, corrupt or not a cassette. A broken file is never read as an empty cassette.
+    truncated, corrupt, not a cassette, or not a regular file (a folder, a FIFO, a device,
+    which are refused without being read). A broken file is never read as an empty cassette.
     Loading checks the document and each interaction's outline; an interaction's request,
     response and error are decoded when first read (a session reads every request when it
     opens, and a response when it plays it), and stream events when replayed, each raising
     :class:`CassetteFormatError` there if damaged. ``validate=True`` checks them all now.
     """
     target = path if isinstance(path, Path) else Path(path)
-    try:
-        data = target.read_bytes()
-    except FileNotFoundError as exc:
-        raise CassetteNotFoundError(f"cassette {target} does not exist", path=str(target)) from exc
-    except IsADirectoryError as exc:
-        raise CassetteFormatError(
-            f"cassette path {target} is a directory", path=str(target)
-        ) from exc
-    cassette = Cassette.from_bytes(data, target)
+    # A FIFO, a device (/dev/zero) or a symlink to one is refused without reading from it.
+    cassette = Cassette.from_bytes(read_cassette_bytes(target), target)
     if validate:
         cassette.validate()
     return cassette

@@ -1,0 +1,88 @@
+"""Reading a cassette file's bytes: a regular file, or a typed error at once.
+
+A path can name something that is not a file a cassette could be: a FIFO (reading it waits
+for a writer, forever), a device such as ``/dev/zero`` (read until memory runs out), a socket,
+or a symlink to any of them. The file is opened without blocking (``O_NONBLOCK`` makes opening
+a FIFO return at once) and asked what it is on the open descriptor, so a path swapped between
+a check and the read cannot slip through; only a regular file is read.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Final
+
+from pytest_toolnexus._seam.errors import CassetteFormatError, CassetteNotFoundError
+
+__all__ = ["read_cassette_bytes"]
+
+_FLAGS: Final = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOCTTY", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
+
+_KINDS: Final = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _kind(mode: int) -> str:
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "not a file"
+
+
+def _refused(target: Path, mode: int) -> CassetteFormatError:
+    through = ""
+    if target.is_symlink():
+        through = f" (a symlink to {os.path.realpath(target)})"
+    return CassetteFormatError(
+        f"cassette path {target}{through} is not a regular file: it is {_kind(mode)}, which "
+        "cannot hold a cassette (reading it could block forever, or never end). Point the "
+        "cassette at a regular .msgpack file.",
+        path=str(target),
+    )
+
+
+def read_cassette_bytes(target: Path) -> bytes:
+    """The bytes of the regular file at ``target``. Raises :class:`CassetteNotFoundError`
+    when nothing is there, and :class:`CassetteFormatError` for a folder or anything else that
+    is not a regular file, without reading from it."""
+    try:
+        fd = os.open(target, _FLAGS)
+    except FileNotFoundError as exc:
+        raise CassetteNotFoundError(f"cassette {target} does not exist", path=str(target)) from exc
+    except IsADirectoryError as exc:  # Windows; POSIX opens a folder and fstat tells
+        raise CassetteFormatError(
+            f"cassette path {target} is a directory", path=str(target)
+        ) from exc
+    except OSError as exc:
+        # A Unix socket cannot be opened at all (ENXIO): say what it is, if it is not a file.
+        try:
+            mode = os.stat(target).st_mode
+        except OSError:
+            raise exc from None
+        if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+            raise
+        raise _refused(target, mode) from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise CassetteFormatError(f"cassette path {target} is a directory", path=str(target))
+        if not stat.S_ISREG(mode):
+            raise _refused(target, mode)
+        with open(fd, "rb", closefd=True) as handle:
+            fd = -1
+            return handle.read()
+    finally:
+        if fd >= 0:
+            os.close(fd)
