@@ -171,7 +171,7 @@ def test_a_replayed_stream_never_read_to_its_end_is_reported(project, emulator):
         [
             "*_ ERROR at teardown of test_stream _*",
             "test_stream.py::test_stream: 1 replayed response(s) were never read to the end: "
-            f"POST {emulator.base_url}/v1/chat/completions",
+            f"#0 POST {emulator.base_url}/v1/chat/completions: 1 of 6 events read",
         ]
     )
 

@@ -408,11 +408,12 @@ def _report(
                 + "; ".join(listed[:5])
                 + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")
             )
-    unread = session.unconsumed()
+    unread = session.unread()
     if unread:
         problems.append(
             f"{len(unread)} replayed response(s) were never read to the end: "
-            + "; ".join(f"{r.method} {r.url}" for r in unread[:5])
+            + "; ".join(label for _, label in unread[:5])
+            + (f" and {len(unread) - 5} more" if len(unread) > 5 else "")
         )
     if not problems or options.unused == "ignore" or test_failed:
         return

@@ -53,6 +53,7 @@ from .record import RecordingTransport
 from .replay import aplay, play
 from .replay_check import DAMAGE, check_playable
 from .sent import SentRequest, Turn
+from .unread import describe_unread, left_unread
 
 __all__ = ["RequestPath"]
 
@@ -367,13 +368,21 @@ class RequestPath:
         return view(interaction)
 
     def unconsumed(self) -> list[SentRequest]:
-        """Replayed successful responses whose body the client never read to the end.
+        """Replayed successful responses the client stopped reading while data remained that
+        it would have read (:func:`~pytest_toolnexus._session.unread.left_unread`).
 
         Error answers (a client may close a 429 unread before it retries), answers that never
-        came (a transport error) and answers a fault made up or cut short are not counted.
+        came (a transport error), answers a fault made up or cut short, a body with nothing
+        in it, a rest of keep-alives, and an event stream whose JSON-RPC response has come (an
+        MCP client over streamable HTTP closes it there) are not counted.
         """
+        return [sent for sent, _ in self.unread()]
+
+    def unread(self) -> list[tuple[SentRequest, str]]:
+        """:meth:`unconsumed`, each with a short label of what was left: ``#2 POST
+        https://host/mcp (JSON-RPC tools/call): 1 of 4 events read``."""
         with self._lock:
-            return [
+            candidates = [
                 r
                 for r in self.requests
                 if r.replayed
@@ -381,7 +390,15 @@ class RequestPath:
                 and r.status is not None
                 and r.status < 400
                 and not r.faults
+                and r.interaction is not None
             ]
+        found = []
+        for sent in candidates:
+            assert sent.interaction is not None
+            left = left_unread(sent, self._index.interactions[sent.interaction])
+            if left is not None:
+                found.append((sent, describe_unread(sent, left)))
+        return found
 
     @property
     def play_count(self) -> int:
