@@ -151,8 +151,9 @@ class CassetteVersionError(CassetteError):
 
 class CassetteWriteError(CassetteError):
     """A recording could not be written to its cassette (a full disk, a read-only folder, a
-    path through a file). ``rescued`` names the file in the temp folder the recording was
-    saved to instead, or is None when nothing could be saved (or nothing was recorded yet)."""
+    path through a file, an unexpected failure such as ``MemoryError``). ``rescued`` names the
+    file in the temp folder the recording was saved to instead, or is None when nothing could
+    be saved (or nothing was recorded yet)."""
 
     def __init__(self, message: str, *, path: str, rescued: str | None = None) -> None:
         super().__init__(message, path=path)

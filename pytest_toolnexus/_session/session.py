@@ -27,6 +27,7 @@ from pytest_toolnexus._seam.errors import (
     CassetteFormatError,
     CassetteMissError,
     CassetteSetAsideWarning,
+    CassetteWriteError,
     RecorderWarning,
     expected_error,
 )
@@ -396,6 +397,9 @@ class CassetteSession(RequestPath):
         head = f"cassette {self.path} was not written: {self._interrupted} stopped the recording"
         try:
             self.rescued = self._writer.keep_beside(recorded, self._meta, self._scanner())
+        except CassetteWriteError as exc:  # the gate failed unexpectedly: saved elsewhere
+            self.rescued = None if exc.rescued is None else Path(exc.rescued)
+            message = f"{head}, and keeping it beside the cassette failed: {exc}"
         except Exception as exc:  # a secret the gate refused, a hook that raised: none is kept
             message = f"{head}, and it was not kept: {exc}"
         else:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from pytest_toolnexus._safety.gate import safe_bytes
+from pytest_toolnexus._safety.gate import redacted_cassette, safe_bytes
 from pytest_toolnexus._safety.secrets import SecretScanner
 from pytest_toolnexus._seam.errors import CassetteError, CassetteSetAsideWarning, CassetteWriteError
 from pytest_toolnexus._version import __version__
@@ -229,7 +229,12 @@ class RecordingWriter:
         unreadable file was set aside to make room (the caller gives it, from its own frame)."""
         path = self.path
         with file_lock(path):
-            data, unreadable = self._prepare(recorded, meta, scanner)
+            try:
+                data, unreadable = self._prepare(recorded, meta, scanner)
+            except CassetteError:
+                raise  # a secret, a value msgpack cannot hold: refused on purpose
+            except Exception as exc:  # MemoryError from the scan, a hook that raised, ...
+                raise self._unexpected(exc, recorded, meta, scanner) from exc
             if unreadable is not None and not self._replace_unreadable:
                 # The file became unreadable while this session recorded (it was readable,
                 # or absent, when it began): leave it for a person to look at.
@@ -265,8 +270,64 @@ class RecordingWriter:
         folder refuses it), and leave the cassette as it is: the recording was cut short.
         Returns the file, or None when it could not be saved anywhere."""
         with file_lock(self.path):
-            data, _ = self._prepare(recorded, meta, scanner)
+            try:
+                data, _ = self._prepare(recorded, meta, scanner)
+            except CassetteError:
+                raise
+            except Exception as exc:
+                raise self._unexpected(exc, recorded, meta, scanner) from exc
         return rescue(self.path, data, beside="interrupted")
+
+    def _unexpected(
+        self,
+        error: Exception,
+        recorded: Sequence[_cassette.Interaction],
+        meta: Mapping[str, Any],
+        scanner: SecretScanner,
+    ) -> CassetteWriteError:
+        """The error to raise when the write failed in a way no rule expects (``MemoryError``
+        from the scan, a ``before_write`` hook that raised): this session's recording alone
+        (no merge, no hook), saved in the temp folder. It goes through the gate when the gate
+        still works; when the gate fails too, it is saved redacted but not scanned, readable
+        by its owner only, and the message says so."""
+        path = self.path
+        cassette = _cassette.Cassette(path, list(recorded), dict(meta))
+        cause = scanner.mask(f"{type(error).__name__}: {error}".rstrip(": "))
+        head = f"cannot write cassette {path}: the write failed unexpectedly ({cause})."
+        unscanned = False
+        data: bytes | None
+        try:
+            data = safe_bytes(cassette, scanner=scanner, fix=self._fix)
+        except CassetteError as refused:  # a secret in it: it is not to be saved anywhere
+            return CassetteWriteError(
+                f"{head} The recording was not saved either: {refused}", path=str(path)
+            )
+        except Exception:
+            unscanned = True
+            try:
+                data = redacted_cassette(cassette).to_bytes()
+            except Exception:
+                data = None
+        rescued = None if data is None else rescue(path, data)
+        if rescued is None:
+            return CassetteWriteError(
+                f"{head} Saving the recording to the temp folder failed too, so it is lost.",
+                path=str(path),
+            )
+        note = ""
+        if unscanned:
+            with contextlib.suppress(OSError):
+                os.chmod(rescued, 0o600)
+            note = (
+                " It is redacted but was not scanned for secrets (the scan failed too), and "
+                "only you can read it: run pytest-toolnexus check on it before you move it."
+            )
+        return CassetteWriteError(
+            f"{head} The recording was saved to {rescued} instead.{note} Move it to {path} "
+            "to keep it (it holds this session's recording alone), or record again.",
+            path=str(path),
+            rescued=str(rescued),
+        )
 
     def _prepare(
         self,
