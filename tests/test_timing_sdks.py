@@ -442,8 +442,9 @@ def test_a_buffering_client_fails_assert_incremental(openai_stream):
         r"not delivered incrementally$",
     ):
         assert_incremental(arrivals, what="deltas")
-    # The transport did deliver piece by piece: only the test's own reading catches the wrapper.
-    assert_incremental(cassette.requests[0], expected=[*OFFSETS, STREAM_SECONDS])
+    # The transport did hand over piece by piece: only the test's own reading catches the
+    # wrapper, which is why assert_incremental takes no SentRequest.
+    assert_incremental(cassette.requests[0].deliveries, expected=[*OFFSETS, STREAM_SECONDS])
 
 
 def test_the_same_stream_unbuffered_passes(openai_stream):

@@ -73,7 +73,7 @@ def _tolerance(
 
 
 def assert_incremental(
-    arrivals: Sequence[float] | SentRequest,
+    arrivals: Sequence[float],
     *,
     expected: Sequence[float] | None = None,
     tolerance: float | None = None,
@@ -81,27 +81,38 @@ def assert_incremental(
     sent_at: float | None = None,
     what: str = "events",
 ) -> None:
-    """Fail unless the pieces of a stream reached the client one by one, over time.
+    """Fail unless the pieces of a stream reached the client's code one by one, over time.
 
-    ``arrivals`` are the times each piece (delta, event) reached the client, or a
-    :class:`SentRequest` (its deliveries). With ``expected``, each arrival must equal its
-    expected time within ``tolerance``; both lists must be read on the same clock, from the
+    ``arrivals`` are the times each piece (delta, event, line) reached the code that consumes
+    the stream, read there (``time.monotonic()`` in the loop over the stream): only those
+    catch a client that buffers, since a client that reads the whole stream before handing it
+    on still pulls each piece from the transport at its own time. A :class:`SentRequest` is
+    refused with a ``TypeError`` for that reason; its ``deliveries`` (the times the plugin
+    handed each piece to the HTTP library) may be passed on purpose, to check the replayed or
+    recorded cadence itself. With ``expected``, each arrival must equal its expected time
+    within ``tolerance`` (default 1 ms); both lists must be read on the same clock, from the
     same origin. ``min_spread`` asks for at least that long between first and last. Messages
-    give times from ``sent_at`` (a request's own send time when given one), else from the
-    first arrival.
+    give times from ``sent_at`` when given, else as the caller's clock read them.
     """
+    if isinstance(arrivals, SentRequest):
+        raise TypeError(
+            "assert_incremental() takes the times each piece reached your code, not a "
+            "SentRequest: its deliveries are when the plugin handed each piece to the HTTP "
+            "library, so a client that buffers the stream (list(stream), or a request without "
+            "stream=True that reads an event stream) still shows them spread out. Read "
+            "time.monotonic() in the loop that consumes the stream and pass those times; to "
+            "check the replayed cadence itself, pass request.deliveries (docs/timing.md)"
+        )
     times = _times(arrivals)
     # Buffering and order are judged at 1 ms unless told otherwise, even on real time: a
     # buffered client hands over every piece within microseconds.
     instant = EXACT_TOLERANCE if tolerance is None else tolerance
-    tolerance = _tolerance(tolerance, arrivals if isinstance(arrivals, SentRequest) else None)
+    tolerance = _tolerance(tolerance, None)
     if len(times) < 2:
         raise AssertionError(
             f"cannot judge incremental delivery from {len(times)} {what}; "
             "a stream needs two or more"
         )
-    if sent_at is None and isinstance(arrivals, SentRequest):
-        sent_at = arrivals.sent_at
     one = what[:-1] if what.endswith("s") else what
 
     def at(value: float) -> str:
