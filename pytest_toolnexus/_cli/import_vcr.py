@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TextIO
+from urllib.parse import urlsplit
 
 from pytest_toolnexus._safety.redact import redact_url
 from pytest_toolnexus._safety.redact_interaction import redacted
@@ -170,12 +171,35 @@ def _has_content(value: object) -> bool:
     return not (isinstance(value, str | bytes | list | tuple) and not value)
 
 
-def _request(raw: Mapping[str, Any]) -> RecordedRequest:
+def _absolute(uri: str) -> tuple[str, str]:
+    """``uri`` as an absolute URL, and a warning ("" when none). A hand-edited uri without a
+    scheme whose first part names a host (``googleapis.com``, ``localhost:8080/v1``) gets
+    ``https://``; one that names no host (``""``, ``/v1/chat``) cannot be replayed."""
+    try:
+        parts = urlsplit(uri)
+        has_host = bool(parts.scheme and parts.hostname)
+    except ValueError:
+        return uri, ""  # a broken IPv6 literal: the loader's matching names it
+    if has_host:
+        return uri, ""
+    host = uri.split("/", 1)[0].rpartition("@")[2].split(":", 1)[0]
+    if "://" not in uri and ("." in host or host == "localhost") and not uri.startswith("/"):
+        fixed = f"https://{uri}"
+        return fixed, f"the uri {uri!r} has no scheme; it is imported as {fixed!r}"
+    raise BodyProblem(
+        f"the request uri {uri!r} is not an absolute URL (a scheme and a host), so no client "
+        "could send it"
+    )
+
+
+def _request(raw: Mapping[str, Any]) -> tuple[RecordedRequest, str]:
+    """The stored request, and a warning about its uri ("" when none)."""
     _check_keys(raw, REQUEST_KEYS, "the request")
     method = raw.get("method")
     uri = raw.get("uri", raw.get("url"))
     if not isinstance(method, str) or not isinstance(uri, str):
         raise BodyProblem("the request needs a method and a uri")
+    uri, warning = _absolute(uri)
     headers = _headers(raw.get("headers"), "the request")
     field = _body_field(raw, ("body", "parsed_body"), "the request")
     body: Body
@@ -183,7 +207,7 @@ def _request(raw: Mapping[str, Any]) -> RecordedRequest:
         body = parsed_body(raw["parsed_body"], "the request")
     else:
         body = request_body(headers, raw_body(raw.get("body"), "the request"))
-    return RecordedRequest(method.upper(), uri, headers, body)
+    return RecordedRequest(method.upper(), uri, headers, body), warning
 
 
 def _response(
@@ -192,7 +216,7 @@ def _response(
     """The stored response, a note on what was decoded, and a warning ("" when none)."""
     _check_keys(raw, RESPONSE_KEYS, "the response")
     url = raw.get("url")
-    if url is not None and url != request.url:
+    if url is not None and url != request.url and _absolute(url)[0] != request.url:
         raise BodyProblem(
             "the response has the field 'url', which names another URL than the request's "
             "(a redirect); import-vcr keeps one URL per interaction"
@@ -240,9 +264,9 @@ def _convert_one(raw: object, answers: AnsweredRequest | None) -> tuple[Interact
     response_raw = raw.get("response")
     if not isinstance(request_raw, Mapping) or not isinstance(response_raw, Mapping):
         raise BodyProblem("the interaction needs a 'request' map and a 'response' map")
-    request = _request(request_raw)
+    request, about_uri = _request(request_raw)
     response, note, warning = _response(response_raw, request)
-    return Interaction(request, response), note, warning
+    return Interaction(request, response), note, "; ".join(w for w in (about_uri, warning) if w)
 
 
 def _kind(response: RecordedResponse) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import reprlib
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, TypeAlias
@@ -45,6 +46,7 @@ __all__ = [
     "brief",
     "checked_str",
     "checked_time",
+    "checked_url",
     "frame_doc",
     "frame_of",
     "rounded_ms",
@@ -482,6 +484,22 @@ def checked_str(value: object, what: str) -> str:
     if not isinstance(value, str):
         raise MalformedCassette(f"{what} must be a string, found {type(value).__name__}")
     return value
+
+
+def checked_url(value: object) -> str:
+    """``value``, which must be an absolute URL: a scheme and a host (``""``, ``/v1/x``,
+    ``host/x`` and ``http://`` are damage, which no recording makes and no client can send)."""
+    url = checked_str(value, "a request url")
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname
+    except ValueError:  # a broken IPv6 literal: the matching rules name it
+        return url
+    if not parts.scheme or not host:
+        raise MalformedCassette(
+            f"a request url must be an absolute URL with a scheme and a host, found {brief(url)}"
+        )
+    return url
 
 
 def _opt_str(value: object, what: str) -> str | None:

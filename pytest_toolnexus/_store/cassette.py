@@ -50,6 +50,7 @@ from .bodies import (
     brief,
     checked_str,
     checked_time,
+    checked_url,
     frame_doc,
     frame_of,
     rounded_ms,
@@ -154,7 +155,7 @@ class RecordedRequest:
             raise MalformedCassette("a request must be a map")
         return cls(
             method=checked_str(doc.get("method"), "a request method"),
-            url=checked_str(doc.get("url"), "a request url"),
+            url=checked_url(doc.get("url")),
             headers=_headers_from(doc.get("headers", [])),
             body=body_from_doc(doc.get("body", {"kind": "empty"}), timed=False),
         )
