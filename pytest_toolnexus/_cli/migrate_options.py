@@ -8,6 +8,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from pytest_toolnexus._plugin.vcr_keys import (
+    LOCALHOST,
+    VCRPY_MATCH_ON,
+    VCRPY_RECORD_MODES,
+    match_on_value,
+)
 from pytest_toolnexus._safety.redact import (
     ACCOUNT_KEYS,
     CREDENTIAL_HEADERS,
@@ -16,21 +22,6 @@ from pytest_toolnexus._safety.redact import (
 
 __all__ = ["VCRPY_MATCH_ON", "Mapped", "map_option", "match_on_value"]
 
-VCRPY_MATCH_ON: Final = ("method", "scheme", "host", "port", "path", "query")
-_OUR_MATCHERS: Final = (*VCRPY_MATCH_ON, "body", "headers")
-_MATCHER_ALIASES: Final = {
-    "uri": ("scheme", "host", "port", "path", "query"),
-    "url": ("scheme", "host", "port", "path", "query"),
-    "raw_body": ("body",),
-}
-_RECORD_MODES: Final = {
-    "none": "none",
-    "once": "once",
-    "new_episodes": "new",
-    "all": "all",
-    "rewrite": "all",
-}
-_LOCALHOST: Final = ("localhost", "127.0.0.1", "0.0.0.0", "::1")
 _REGEX_CHARS: Final = frozenset("^$()[]{}+?\\|")
 _HOOKS: Final = (
     "write a pytest_toolnexus_redact hook in conftest.py (it gets each recorded Interaction "
@@ -89,22 +80,6 @@ def _names(value: Any) -> list[str] | None:
     return names
 
 
-def match_on_value(matchers: Iterable[str]) -> tuple[str | list[str] | None, list[str]]:
-    """Our ``match_on`` for vcrpy matcher names, and the names it cannot take."""
-    chosen: set[str] = set()
-    lost = []
-    for name in matchers:
-        if name in _OUR_MATCHERS:
-            chosen.add(name)
-        elif name in _MATCHER_ALIASES:
-            chosen.update(_MATCHER_ALIASES[name])
-        else:
-            lost.append(name)
-    if chosen == set(VCRPY_MATCH_ON):
-        return "vcrpy", lost
-    return [m for m in _OUR_MATCHERS if m in chosen] or None, lost
-
-
 def _filters(key: str, value: Any, covered: frozenset[str], what: str) -> Mapped:
     names = _names(value)
     if names is None:
@@ -122,11 +97,11 @@ def map_option(key: str, node: ast.expr, text: str) -> Mapped:
     """Translate option ``key`` whose value is the expression ``node`` (source ``text``)."""
     value = _literal(node)
     if key == "record_mode":
-        if value not in _RECORD_MODES:
+        if value not in VCRPY_RECORD_MODES:
             return Mapped(
                 note=f"record_mode={text} is not a literal record mode", untranslated=True
             )
-        ours = _RECORD_MODES[value]
+        ours = VCRPY_RECORD_MODES[value]
         note = ""
         if value == "rewrite":
             note = "record_mode 'rewrite' became record 'all' (the file is recorded afresh)"
@@ -164,7 +139,7 @@ def map_option(key: str, node: ast.expr, text: str) -> Mapped:
         return Mapped(note=f"{key} is a vcrpy callback; {_HOOKS}", untranslated=True)
     if key == "ignore_localhost":
         if value is True:
-            return Mapped((("allow_hosts", _source(list(_LOCALHOST))),))
+            return Mapped((("allow_hosts", _source(list(LOCALHOST))),))
         if value is False:
             return Mapped(note="ignore_localhost=False dropped: it is the default")
         return Mapped(note=f"ignore_localhost={text} is not True or False", untranslated=True)

@@ -175,7 +175,7 @@ def use_cassette(
     patch_clients: bool = True,
     live: Transport | DualTransport | None = None,
     async_live: AsyncTransport | None = None,
-    redact: Callable[[Interaction], Interaction] | None = None,
+    redact: Callable[[Interaction], Interaction | None] | None = None,
     before_write: Callable[[Cassette], None] | None = None,
     clock_modules: Iterable[Any] = (),
     **options: Any,

@@ -13,7 +13,7 @@ import inspect
 import os
 import unittest
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -34,7 +34,7 @@ from pytest_toolnexus._session.session import CassetteSession, UnusedInteraction
 from pytest_toolnexus._store.cassette import Cassette, Interaction, RecordedRequest, load_cassette
 
 from .expiry import CassetteExpiredWarning, expiry
-from .settings import CassetteOptions, default_cassette_path, layer
+from .settings import OPTION_NAMES, CassetteOptions, default_cassette_path, layer
 from .shared import (
     CALL_FAILED,
     ENDING,
@@ -46,6 +46,7 @@ from .shared import (
     base_dir,
     shown,
 )
+from .vcr_keys import translate
 from .verdict import shows
 
 __all__ = ["serve"]
@@ -85,16 +86,25 @@ def _cli_options(config: pytest.Config) -> dict[str, Any]:
 # The ini file's layer and the command line's values, read once per run: neither changes.
 _INI_LAYER: Final = pytest.StashKey[CassetteOptions]()
 _CLI_VALUES: Final = pytest.StashKey[dict[str, Any]]()
+_VCR_WARNED: Final = pytest.StashKey[set[str]]()
+"""The vcrpy keys a run has warned of: each once, not once per test."""
 
 
-def _options(item: pytest.Item, config_fixture: Mapping[str, Any]) -> CassetteOptions:
+def _options(
+    item: pytest.Item, config_fixture: Mapping[str, Any]
+) -> tuple[CassetteOptions, Callable[[Interaction], Interaction | None] | None]:
+    """The test's options, layered, and the redact step vcrpy's filters and callbacks in its
+    ``cassette_config`` make (None without any)."""
     config = item.config
     try:
         options = config.stash.get(_INI_LAYER, None)
         if options is None:
             options = layer(CassetteOptions(), _ini_options(config), "the ini file")
             config.stash[_INI_LAYER] = options
-        options = layer(options, config_fixture, "the cassette_config fixture")
+        where = "the cassette_config fixture"
+        vcr = translate(config_fixture, OPTION_NAMES, where)
+        vcr.warn(where, config.stash.setdefault(_VCR_WARNED, set()))
+        options = layer(options, vcr.values, where)
         for marker in reversed(list(item.iter_markers("cassette"))):
             values = dict(marker.kwargs)
             if marker.args:
@@ -107,7 +117,7 @@ def _options(item: pytest.Item, config_fixture: Mapping[str, Any]) -> CassetteOp
         cli = config.stash.get(_CLI_VALUES, None)
         if cli is None:
             cli = config.stash[_CLI_VALUES] = _cli_options(config)
-        return layer(options, cli, "the command line")
+        return layer(options, cli, "the command line"), vcr.redact
     except TypeError as exc:
         raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
 
@@ -147,7 +157,7 @@ def serve(
     item = request.node
     assert isinstance(item, pytest.Item)
     config = item.config
-    options = _options(item, cassette_config)
+    options, vcr_redact = _options(item, cassette_config)
     record = options.record
     note = None
     if record != "none" and _in_ci() and config.getoption("cassette_record") is None:
@@ -176,7 +186,14 @@ def serve(
             )
             return verdict
 
-    def redact(interaction: Interaction) -> Interaction:
+    def redact(interaction: Interaction) -> Interaction | None:
+        if vcr_redact is not None:
+            # vcrpy's filters and before_record_* callbacks run first, as they did in vcrpy,
+            # and a callback that returns None leaves the interaction unrecorded.
+            filtered = vcr_redact(interaction)
+            if filtered is None:
+                return None
+            interaction = filtered
         result: Interaction | None = hook.pytest_toolnexus_redact(
             interaction=interaction, item=item
         )

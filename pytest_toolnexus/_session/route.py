@@ -94,7 +94,7 @@ class RequestPath:
     _playable: dict[int, bytes | None]
     _seen_env: set[tuple[str, str]]
     _allow_secrets: tuple[str, ...]
-    _redact_hook: Callable[[Interaction], Interaction] | None
+    _redact_hook: Callable[[Interaction], Interaction | None] | None
     _meta: dict[str, Any]
     _note: str | None
     _loaded_count: int
@@ -317,7 +317,10 @@ class RequestPath:
 
         def keep(interaction: Interaction) -> None:
             if self._redact_hook is not None:
-                interaction = self._redact_hook(interaction)
+                changed = self._redact_hook(interaction)
+                if changed is None:
+                    return  # the redact step said not to record it
+                interaction = changed
             safe = redacted(interaction)
             with self._lock:
                 self._recorded[number] = safe

@@ -112,7 +112,7 @@ class CassetteSession(RequestPath):
         async_live: AsyncTransport | None = None,
         meta: Mapping[str, Any] | None = None,
         on_unused: Literal["warn", "error", "ignore"] = "warn",
-        redact: Callable[[Interaction], Interaction] | None = None,
+        redact: Callable[[Interaction], Interaction | None] | None = None,
         matcher: Matcher | None = None,
         before_write: Callable[[Cassette], None] | None = None,
         run_id: str | None = None,
