@@ -10,6 +10,7 @@ first time a test uses it (``_plugin/serve.py``).
 
 from __future__ import annotations
 
+import importlib.util
 import uuid
 from collections.abc import Generator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ._plugin import hookspecs as _hookspecs
-from ._plugin.choices import RECORD_MODES, TIMING_MODES, UNSERVED_POLICIES, UNUSED_POLICIES
+from ._plugin.choices import (
+    RECORD_MODES,
+    TIMING_MODES,
+    UNSERVED_POLICIES,
+    UNUSED_POLICIES,
+    VCRPY_RECORD_MODES,
+)
 from ._plugin.shared import (
     CALL_FAILED,
     ENDING,
@@ -53,8 +60,22 @@ __all__ = [
 # -- options and configuration ------------------------------------------------------------------
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     group = parser.getgroup("toolnexus", "pytest-toolnexus: record and replay HTTP traffic")
+    if (
+        pluginmanager.is_blocked("recording")
+        or importlib.util.find_spec("pytest_recording") is None
+    ):
+        # pytest-recording's flag, so that a migrated suite's CI command keeps working once
+        # pytest-recording is uninstalled (or disabled with -p no:recording).
+        group.addoption(
+            "--record-mode",
+            dest="toolnexus_vcr_record_mode",
+            choices=tuple(VCRPY_RECORD_MODES),
+            default=None,
+            help="pytest-recording's flag, accepted while pytest-recording is absent: the same "
+            "as --cassette-record (new_episodes is new, rewrite is all), with a warning",
+        )
     group.addoption(
         "--cassette-record",
         choices=RECORD_MODES,
@@ -147,6 +168,23 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(_hookspecs)
 
 
+def _record_mode_alias(config: pytest.Config) -> None:
+    """Take pytest-recording's ``--record-mode`` as ``--cassette-record``, with a warning."""
+    given = config.getoption("toolnexus_vcr_record_mode", None)
+    if given is None:
+        return
+    native = VCRPY_RECORD_MODES[given]
+    if config.option.cassette_record is None:
+        config.option.cassette_record = native
+    config.issue_config_time_warning(
+        pytest.PytestDeprecationWarning(
+            f"--record-mode={given} is pytest-recording's flag; pytest-toolnexus takes it as "
+            f"--cassette-record={native}. Write --cassette-record={native} instead."
+        ),
+        stacklevel=2,
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
@@ -157,6 +195,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "requests, botocore) from a pytest-toolnexus cassette",
     )
     register_vcr_marker(config)
+    _record_mode_alias(config)
     config.stash[STATS] = Stats()
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "toolnexus_run_id" in workerinput:

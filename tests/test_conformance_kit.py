@@ -261,8 +261,9 @@ def test_the_green_example_suites_print_no_finding_warning(pytester):
     for name in ("test_conformance_openai.py", "test_conformance_anthropic.py"):
         folder.joinpath(name).write_text((EXAMPLES / name).read_text())
 
-    # When they run, as the demo runs them
-    result = pytester.runpytest(*QUIET_PLUGINS, "-W", "ignore::ResourceWarning")
+    # When they run, as the demo runs them: in a process of their own, since this one (an
+    # xdist worker, say) may have imported the examples' modules under the same names
+    result = pytester.runpytest_subprocess(*QUIET_PLUGINS, "-W", "ignore::ResourceWarning")
 
     # Then they pass without a warning, and the findings are counted in one line
     result.assert_outcomes(passed=56, warnings=0)

@@ -13,8 +13,17 @@ __all__ = [
     "TIMING_MODES",
     "UNSERVED_POLICIES",
     "UNUSED_POLICIES",
+    "VCRPY_RECORD_MODES",
 ]
 
 UNUSED_POLICIES: Final = ("warn", "fail", "ignore")
 UNSERVED_POLICIES: Final = ("fail", "warn")
 EXPIRY_POLICIES: Final = ("warn", "fail", "rerecord")
+VCRPY_RECORD_MODES: Final = {
+    "none": "none",
+    "once": "once",
+    "new_episodes": "new",
+    "all": "all",
+    "rewrite": "all",
+}
+"""vcrpy's record modes (pytest-recording's ``--record-mode``), each with the native one."""

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from pytest_toolnexus._store.cassette import Interaction
 
+from .choices import VCRPY_RECORD_MODES
 from .vcr_redact import (
     FilterList,
     filter_headers,
@@ -43,13 +44,6 @@ MATCHER_ALIASES: Final = {
     "uri": ("scheme", "host", "port", "path", "query"),
     "url": ("scheme", "host", "port", "path", "query"),
     "raw_body": ("body",),
-}
-VCRPY_RECORD_MODES: Final = {
-    "none": "none",
-    "once": "once",
-    "new_episodes": "new",
-    "all": "all",
-    "rewrite": "all",
 }
 LOCALHOST: Final = ("localhost", "127.0.0.1", "0.0.0.0", "::1")
 
