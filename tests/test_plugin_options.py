@@ -540,6 +540,33 @@ def test_ci_set_to_a_false_value_lets_a_marker_record(project, emulator, monkeyp
             'cassette("a", "b")',
             "@pytest.mark.cassette takes one positional argument, the cassette name",
         ),
+        # issue 23, row 10: each was a bare ValueError, accepted silently, or failed late
+        (
+            'cassette(speed=float("nan"))',
+            "@pytest.mark.cassette: speed must be a positive, finite number, got nan",
+        ),
+        (
+            'cassette(speed=float("inf"))',
+            "@pytest.mark.cassette: speed must be a positive, finite number, got inf",
+        ),
+        (
+            "cassette(allow_hosts=None)",
+            "@pytest.mark.cassette: allow_hosts=None is not a value of allow_hosts; leave the "
+            "option out *",
+        ),
+        (
+            'cassette(match_headers={"a": 1})',
+            "@pytest.mark.cassette: match_headers must be a list of strings, got {'a': 1}",
+        ),
+        (
+            'cassette(meta={"o": object()})',
+            "@pytest.mark.cassette: meta cannot be stored in a cassette (can not serialize "
+            "'object' object); *",
+        ),
+        (
+            'cassette("~/x")',
+            "@pytest.mark.cassette: the cassette name '~/x' starts with '~', *",
+        ),
     ],
 )
 def test_a_bad_marker_is_a_usage_error_naming_the_test(project, emulator, marker, message):

@@ -153,7 +153,7 @@ def test_unused_fail_raises_at_the_end_naming_what_was_never_played(tmp_path):
     ("option", "value", "named"),
     [
         ("unused", "loudly", "unused='loudly'"),
-        ("speed", -1, "speed must be a positive number"),
+        ("speed", -1, "speed must be a positive, finite number"),
         ("max_age", "soon", "max_age must be"),
         ("record_on_error", "yes", "record_on_error must be True or False"),
         ("unserved", "never", "unserved='never'"),

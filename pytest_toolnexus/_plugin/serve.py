@@ -73,14 +73,16 @@ def _ini_options(config: pytest.Config) -> dict[str, Any]:
 
 
 def _cli_options(config: pytest.Config) -> dict[str, Any]:
+    """The options given on the command line; one not given (None) is left out."""
     hosts = config.getoption("cassette_allow_hosts")
-    return {
+    given = {
         "record": config.getoption("cassette_record"),
         "timing": config.getoption("cassette_timing"),
         "allow_hosts": hosts,
         "unused": config.getoption("cassette_unused"),
         "unserved": config.getoption("cassette_unserved"),
     }
+    return {key: value for key, value in given.items() if value is not None}
 
 
 # The ini file's layer and the command line's values, read once per run: neither changes.

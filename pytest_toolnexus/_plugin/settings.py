@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
@@ -16,6 +17,7 @@ from pytest_toolnexus._safety.mask import masked_repr
 from pytest_toolnexus._session.faults import Fault
 from pytest_toolnexus._session.match import MATCH_PRESETS, match_parts
 from pytest_toolnexus._session.modes import RecordMode, TimingMode
+from pytest_toolnexus._store.cassette import meta_problem
 
 from .choices import (
     EXPIRY_POLICIES,
@@ -76,6 +78,8 @@ OPTION_NAMES: Final = tuple(f.name for f in fields(CassetteOptions))
 
 
 def _strings(value: Any, option: str, where: str) -> tuple[str, ...]:
+    if isinstance(value, Mapping):  # iterating it would take its keys and drop its values
+        raise TypeError(f"{where}: {option} must be a list of strings, got {value!r}")
     if isinstance(value, str):
         return tuple(v.strip() for v in value.split(",") if v.strip())
     if isinstance(value, Iterable) and all(isinstance(v, str) for v in value):
@@ -119,11 +123,14 @@ def layer(base: CassetteOptions, values: Mapping[str, Any], where: str) -> Casse
     """``base`` with ``values`` laid over it; ``where`` names the layer in error messages."""
     changes: dict[str, Any] = {}
     for key, value in values.items():
-        if value is None:
-            continue
         if key not in OPTION_NAMES:
             known = ", ".join(OPTION_NAMES)
             raise TypeError(f"{where}: unknown cassette option {key!r}; the options are {known}")
+        if value is None:
+            raise TypeError(
+                f"{where}: {key}=None is not a value of {key}; leave the option out to keep "
+                "the value of the layer below (see docs/pytest.md, Layering)"
+            )
         if key == "record" and value not in RECORD_MODES:
             raise TypeError(
                 f"{where}: record={value!r} is not a record mode ({', '.join(RECORD_MODES)})"
@@ -139,9 +146,12 @@ def layer(base: CassetteOptions, values: Mapping[str, Any], where: str) -> Casse
                 f"{where}: unserved={value!r} is not one of {', '.join(UNSERVED_POLICIES)}"
             )
         if key == "speed" and (
-            isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value <= 0
         ):
-            raise TypeError(f"{where}: speed must be a positive number, got {value!r}")
+            raise TypeError(f"{where}: speed must be a positive, finite number, got {value!r}")
         if key == "on_expired" and value not in EXPIRY_POLICIES:
             raise TypeError(
                 f"{where}: on_expired={value!r} is not one of {', '.join(EXPIRY_POLICIES)}"
@@ -163,6 +173,11 @@ def layer(base: CassetteOptions, values: Mapping[str, Any], where: str) -> Casse
             raise TypeError(f"{where}: {problem}")
         if key == "meta" and not isinstance(value, Mapping):
             raise TypeError(f"{where}: meta must be a mapping")
+        if key == "meta" and (problem := meta_problem(value)) is not None:
+            raise TypeError(
+                f"{where}: meta cannot be stored in a cassette ({problem}); give it strings, "
+                "numbers, booleans, None, bytes, and lists and maps of them"
+            )
         if key in (
             "ignore_body",
             "match_headers",
@@ -221,6 +236,11 @@ def name_problem(name: str) -> str | None:
         return f"the cassette name {name!r} must be a relative path inside the cassette directory"
     if ".." in target.parts:
         return f"the cassette name {name!r} must not go up a folder with '..'"
+    if name.startswith("~"):
+        return (
+            f"the cassette name {name!r} starts with '~', which is not your home folder here "
+            "(it would make a folder named '~'): give a path inside the cassette directory"
+        )
     if target.name in ("", ".") or not name.strip(" /\\."):
         return (
             f"the cassette name {name!r} names no file; give a name such as 'chat' or 'shared/chat'"

@@ -89,6 +89,7 @@ __all__ = [
     "frame_doc",
     "frame_of",
     "load_cassette",
+    "meta_problem",
     "sse_event_doc",
     "sse_event_of",
     "write_atomic",
@@ -566,6 +567,16 @@ class Cassette:
                 f"cassette {where} is corrupt at interaction {index}: {problem}", path=where
             )
         return cls(path=path, interactions=interactions, meta=meta)
+
+
+def meta_problem(meta: Mapping[str, Any]) -> str | None:
+    """Why ``meta`` cannot be written into a cassette (a value msgpack cannot hold, such as an
+    ``object()``), or None when it can: asked before recording, not at the write."""
+    try:
+        msgpack.packb(dict(meta), use_bin_type=True, datetime=False)
+    except (TypeError, ValueError, OverflowError) as exc:
+        return str(exc)[:200]
+    return None
 
 
 def damage_reason(exc: BaseException) -> str:
