@@ -237,6 +237,13 @@ def translate(values: Mapping[str, Any], native: Iterable[str], where: str) -> V
             out.values[option] = [*given, *(a for a in added if a not in given)]
     if steps:
         out.redact = _chain(steps)
+    if out.renamed and "match_on" not in out.values:
+        # A config of vcrpy's keys is a vcrpy suite's: match as vcrpy did (never the body),
+        # as migrate writes into each config it can rewrite.
+        out.values["match_on"] = "vcrpy"
+        out.renamed["match_on (not given)"] = (
+            "match_on='vcrpy' is used, as vcrpy matched; give match_on to choose"
+        )
     return out
 
 
