@@ -22,28 +22,7 @@ import yaml  # noqa: F401
 
 from pytest_toolnexus import load_cassette
 from tests.support.migrate_run import INNER, migrate
-
-JWT = "eyJ" + "hbGciOiJIUzI1NiJ9" + ".eyJ" + "zdWIiOiIxMjM0In0" + "." + "c2lnbmF0dXJlLXZhbHVl"
-
-YAML = """interactions:
-- request:
-    body: '{{"q": "{q}"}}'
-    headers:
-      Content-Type:
-      - application/json
-    method: POST
-    uri: http://127.0.0.1:9/v1/ask
-  response:
-    body:
-      string: '{answer}'
-    headers:
-      Content-Type:
-      - application/json
-    status:
-      code: 200
-      message: OK
-version: 1
-"""
+from tests.test_migrate_partial import JWT, YAML
 
 CONFTEST = """import pytest
 
