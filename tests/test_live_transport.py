@@ -211,8 +211,26 @@ def test_a_gzip_body_is_handed_over_decoded_without_its_wire_headers(live):
         response = live(TransportRequest("GET", server.url("/")))
 
     assert response.body == {"ok": True}
+    assert response.content == payload
     assert "content-encoding" not in response.headers
     assert "content-length" not in response.headers
+
+
+def test_a_json_answer_is_parsed_and_keeps_the_servers_bytes_as_its_content(live):
+    sent = b'{ "b" : 1.0 , "a" : "\\u00e9" }\r\n'
+    with LoopbackServer(Fixed(200, [("Content-Type", "application/json")], sent)) as server:
+        response = live(TransportRequest("GET", server.url("/")))
+
+    assert response.body == {"b": 1.0, "a": "\u00e9"}
+    assert response.content == sent  # what a bridge hands its client
+
+
+def test_a_body_that_is_not_json_has_no_separate_content(live):
+    with LoopbackServer(Fixed(502, [("Content-Type", "text/html")], HTML_502)) as server:
+        response = live(TransportRequest("GET", server.url("/")))
+
+    assert response.body == HTML_502
+    assert response.content is None
 
 
 # Streaming: chunks arrive when the server sends them.

@@ -3,16 +3,27 @@ are not ASCII, a JSON body's exact bytes, SSE bytes that are not UTF-8, and a re
 fails on a chunk. Each is tried over its class against a loopback server, through a real
 httpx client served by the plugin's patch, then replayed with the server gone."""
 
+import asyncio
 import contextlib
 import json
 import warnings
 
+import aiohttp
 import httpx
+import httpx2
 import pytest
+import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_toolnexus import CassetteSession, RecorderWarning, load_cassette
+from pytest_toolnexus import (
+    CassetteSession,
+    HTTPBridge,
+    LiveTransport,
+    RecorderWarning,
+    load_cassette,
+    use_cassette,
+)
 from pytest_toolnexus._patching.httpx import patch_http_clients
 from pytest_toolnexus._safety.rules import is_credential_field
 from pytest_toolnexus._store.cassette import ChunksBody, JsonBody
@@ -255,3 +266,123 @@ def test_a_request_header_that_is_not_ascii_reaches_the_server_byte_for_byte(tmp
     assert b"\r\nx-user: " + value + b"\r\n" in received.raw
     with served(path, "none"), httpx.Client() as client:
         assert client.get(server.url("/v1/x"), headers={b"x-user": value}).text == "ok"
+
+
+# -- 5: a live transport the user passes, and the other bridges ---------------------------------
+#
+# The patched httpx clients always handed on the server's JSON bytes while recording. A
+# ``LiveTransport()`` passed in by the user (as the session's ``live=``, or under a bridge of
+# its own) parsed the answer and the bridge encoded it again, and so did the requests and
+# aiohttp bridges: the client read ``{"a":1}`` where the server sent ``{ "a" : 1 }``.
+
+ODD_JSON = [
+    pytest.param(b'{ "b" : 1 ,\n  "a" : [ 1 , 2 ] }', id="spaces"),
+    pytest.param(b'{"z":1,"a":{"y":2,"b":3}}', id="key-order"),
+    pytest.param(b'{"s": "\\u00e9\\u2603\\ud83d\\ude00", "t": "caf\xc3\xa9"}', id="unicode"),
+    pytest.param(b'{"one": 1.0, "int": 1, "e": 1E2, "f": 1.10, "z": -0.0}', id="one-point-zero"),
+    pytest.param(b'{"max": 1.7976931348623157e308, "pi": 3.14159265358979323846264}', id="floats"),
+    pytest.param(b'{"k": 1, "k": 2}', id="duplicate-key"),
+    pytest.param(b"\t[null, true, false]\r\n", id="framed-array"),
+]
+
+
+def user_session(path):
+    """A recording session that sends through a ``LiveTransport()`` the user made."""
+    return CassetteSession(
+        path, record="all", timing="instant", on_unused="ignore", live=LiveTransport()
+    )
+
+
+def through_session_live(path, url):
+    with (
+        user_session(path) as session,
+        httpx.Client(transport=session.http_transport()) as client,
+    ):
+        return client.get(url).content
+
+
+def through_a_bridge_of_ones_own(path, url):
+    with CassetteSession(path, record="all", timing="instant", on_unused="ignore") as session:
+        bridge = HTTPBridge(session.transport_for(LiveTransport()))
+        with httpx2.Client(transport=bridge) as client:
+            return client.get(url).content
+
+
+def through_session_live_async(path, url):
+    async def read():
+        async with (
+            user_session(path) as session,
+            httpx.AsyncClient(transport=session.http_transport()) as client,
+        ):
+            return (await client.get(url)).content
+
+    return asyncio.run(read())
+
+
+def through_requests(path, url):
+    with use_cassette(path, record="all", timing="instant"):
+        return requests.get(url, timeout=10).content
+
+
+def through_aiohttp(path, url):
+    async def read():
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            return await response.read()
+
+    with use_cassette(path, record="all", timing="instant"):
+        return asyncio.run(read())
+
+
+PATHS = [
+    pytest.param(through_session_live, id="session-live"),
+    pytest.param(through_a_bridge_of_ones_own, id="own-bridge"),
+    pytest.param(through_session_live_async, id="session-live-async"),
+    pytest.param(through_requests, id="requests"),
+    pytest.param(through_aiohttp, id="aiohttp"),
+]
+
+
+@pytest.mark.parametrize("record", PATHS)
+@pytest.mark.parametrize("body", ODD_JSON)
+def test_every_path_hands_the_client_the_servers_json_bytes_and_stores_the_value(
+    tmp_path, record, body
+):
+    path = tmp_path / "c.msgpack"
+    with LoopbackServer(Fixed(200, [("content-type", "application/json")], body)) as server:
+        seen = record(path, server.url("/v1/x"))
+
+    assert seen == body
+    [interaction] = load_cassette(path).interactions
+    assert isinstance(interaction.response.body, JsonBody)
+    assert interaction.response.body.value == json.loads(body)
+
+
+SSE_EVENTS = [b'data: { "n" : 1.0 }\n\n', b'data: {"s":"\\u00e9"}\r\n\r\n', b"data: [DONE]\n\n"]
+
+
+@pytest.mark.parametrize("asked", [True, False], ids=["asked", "not-asked"])
+def test_an_event_stream_reaches_the_client_byte_for_byte_through_a_users_live_transport(
+    tmp_path, asked
+):
+    # A stream was never re-encoded; this keeps it so. A request that does not ask for a
+    # stream is answered whole by a LiveTransport() (the seam's promise), so only an asked-for
+    # stream is stored as timed events.
+    path = tmp_path / "c.msgpack"
+    with (
+        LoopbackServer(Drip(SSE_EVENTS, interval=0.001)) as server,
+        user_session(path) as session,
+        httpx.Client(transport=session.http_transport()) as client,
+    ):
+        body = STREAM if asked else {"model": "m"}
+        with client.stream("POST", server.url("/v1/x"), json=body) as response:
+            seen = b"".join(response.iter_bytes())
+
+    assert seen == b"".join(SSE_EVENTS)
+    if asked:
+        [interaction] = load_cassette(path).interactions
+        events = interaction.response.body.events
+        assert [event.get("data", event.get("text")) for event in events] == [
+            {"n": 1.0},
+            {"s": "\u00e9"},
+            "[DONE]",
+        ]

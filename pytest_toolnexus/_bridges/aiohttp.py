@@ -26,7 +26,13 @@ from typing import Any, Final
 import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from pytest_toolnexus._seam.bodies import decode_body, keeps_content_length, wants_stream, wire_body
+from pytest_toolnexus._seam.bodies import (
+    decode_body,
+    keeps_content_length,
+    received,
+    wants_stream,
+    wire_body,
+)
 from pytest_toolnexus._seam.errors import (
     ConnectError,
     ConnectTimeout,
@@ -346,7 +352,7 @@ class AiohttpLive:
             content = b"".join([chunk async for chunk in _live_chunks(lib_response)])
         finally:
             lib_response.release()
-        return TransportResponse(lib_response.status, headers, decode_body(headers, content))
+        return received(lib_response.status, headers, content)
 
 
 async def _live_chunks(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from pytest_toolnexus._seam.bodies import decode_body, keeps_content_length
+from pytest_toolnexus._seam.bodies import keeps_content_length, received
 from pytest_toolnexus._seam.errors import TransportCancelled, TransportError, expected_error
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.stream_kind import hands_on_stream
@@ -88,8 +88,9 @@ def _streams(request: TransportRequest, lib_response: Any, exact: bool) -> bool:
 
 def _parsed_or_bytes(lib_response: Any, content: bytes, exact: bool) -> TransportResponse:
     headers = _seam_headers(lib_response)
-    body = content if exact else decode_body(headers, content)
-    return TransportResponse(lib_response.status_code, headers, body)
+    if exact:
+        return TransportResponse(lib_response.status_code, headers, content)
+    return received(lib_response.status_code, headers, content)
 
 
 class _Cancellation:
@@ -132,8 +133,9 @@ class LiveTransport:
     client (httpx or httpx2; a sync client serves sync calls, an async one async calls), or
     ``transport=`` to send through an httpx/httpx2 transport directly, as the pytest plugin does
     with a client's original transport (then ``library=`` names the module, httpx or httpx2,
-    whose requests that transport takes). A JSON answer is parsed for the seam; ``exact=True``
-    hands on the server's bytes instead.
+    whose requests that transport takes). A JSON answer is parsed for the seam, with the
+    server's bytes as the response's ``content``, which a bridge hands to its client;
+    ``exact=True`` hands on the bytes as the body instead.
     """
 
     def __init__(
@@ -146,8 +148,9 @@ class LiveTransport:
     ) -> None:
         if client is not None and transport is not None:
             raise TypeError("pass client= or transport=, not both")
-        # exact: answers read whole are handed on as the server's bytes, not parsed (a
-        # bridge passes them to a client, which must see what the server sent).
+        # exact: answers read whole are handed on as the server's bytes, not parsed, and a
+        # stream type or a body of unannounced length streams though the request did not ask
+        # (a patched client reads bytes as they come).
         self._exact = exact
         self._owns_client = client is None and transport is None
         self._lock = threading.Lock()

@@ -47,7 +47,13 @@ from urllib3.exceptions import (
 )
 from urllib3.exceptions import TimeoutError as Urllib3Timeout
 
-from pytest_toolnexus._seam.bodies import decode_body, keeps_content_length, wants_stream, wire_body
+from pytest_toolnexus._seam.bodies import (
+    decode_body,
+    keeps_content_length,
+    received,
+    wants_stream,
+    wire_body,
+)
 from pytest_toolnexus._seam.errors import (
     ConnectError,
     ConnectTimeout,
@@ -426,7 +432,7 @@ class Urllib3Live:
             content = b"".join(_chunks(live))
         finally:
             live.release_conn()
-        return TransportResponse(live.status, headers, decode_body(headers, content))
+        return received(live.status, headers, content)
 
 
 def _let_go(live: Any) -> None:

@@ -18,6 +18,7 @@ __all__ = [
     "is_json_type",
     "is_stream_type",
     "keeps_content_length",
+    "received",
     "wants_stream",
     "wire_body",
     "wire_problem",
@@ -60,6 +61,15 @@ def decode_body(headers: Headers, content: bytes) -> RequestBody:
     except (ValueError, UnicodeDecodeError):
         return content
     return value
+
+
+def received(status: int, headers: Headers, content: bytes) -> TransportResponse:
+    """A complete answer read from a wire, for the seam: its body parsed by
+    :func:`decode_body`, and a parsed body's bytes kept as ``content``, so that a bridge hands
+    its client exactly what the server sent (spacing, key order, escapes, ``1.0``) while a
+    recorder stores the parsed value."""
+    body = decode_body(headers, content)
+    return TransportResponse(status, headers, body, None if isinstance(body, bytes) else content)
 
 
 _BODILESS_STATUSES: Final = frozenset({204, 304})

@@ -221,9 +221,9 @@ class TransportRequest:
 class TransportResponse:
     """One response crossing the seam. A status is a value: 429 and 500 are responses.
 
-    ``content``, when set beside a parsed ``body``, is that body already encoded as JSON (a
-    replay has it from checking the recording); a bridge hands those bytes to the client
-    instead of encoding ``body`` again.
+    ``content``, when set beside a parsed ``body``, is that body already encoded as JSON: the
+    bytes a live transport parsed it from, or the encoding a replay has from checking the
+    recording; a bridge hands those bytes to the client instead of encoding ``body`` again.
     """
 
     status: int
