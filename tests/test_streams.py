@@ -265,3 +265,93 @@ def test_ndjson_lines_reencoded_split_back_to_themselves():
     wire = "".join(line + "\n" for line in lines).encode()
 
     assert NdjsonSplitter().feed(wire) == lines
+
+
+# Issue 23, row 8: one 60 MB event took 131 s to record, as each chunk made the parser search
+# the whole unended line again (and each data line copied the event's data so far). The work
+# is counted here, not timed: the characters handed to the line splitter, and those copied
+# into an event's data, stay linear in the size of the stream.
+
+HUGE = 1_000_000
+CHUNK = 1_000
+
+
+class CountingSplit:
+    """A line splitter that counts the characters it is asked to search."""
+
+    def __init__(self, split):
+        self._split = split
+        self.searched = 0
+
+    def __call__(self, text):
+        self.searched += len(text)
+        return self._split(text)
+
+
+def chunked(data, size=CHUNK):
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n", b"\r"], ids=["lf", "crlf", "cr"])
+def test_a_huge_one_line_event_in_small_chunks_is_searched_once(monkeypatch, newline):
+    import pytest_toolnexus._store.streams as streams
+
+    counting = CountingSplit(streams._NEWLINE.split)
+    monkeypatch.setattr(streams, "_NEWLINE", type("Pattern", (), {"split": staticmethod(counting)}))
+    wire = b"data: " + b"x" * HUGE + newline * 2
+    parser = SseParser()
+
+    events = [event for chunk in chunked(wire) for event in parser.feed(chunk)]
+
+    assert [len(event.data) for event in events] == [HUGE]
+    assert parser.finish() == ""
+    # Every character is looked at (the count sees the parser's work), and none twice: the
+    # old parser searched about 500 times the stream's size here.
+    assert len(wire) - len(newline) <= counting.searched <= len(wire)
+
+
+def test_a_huge_ndjson_line_in_small_chunks_is_searched_once(monkeypatch):
+    import pytest_toolnexus._store.streams as streams
+
+    counting = CountingSplit(streams._split_lf)
+    monkeypatch.setattr(streams, "_split_lf", counting)
+    line = '{"data":"' + "x" * HUGE + '"}'
+    splitter = NdjsonSplitter()
+
+    lines = [out for chunk in chunked(line.encode() + b"\n") for out in splitter.feed(chunk)]
+
+    assert lines == [line]
+    assert splitter.finish() == ""
+    assert counting.searched == len(line) + 1
+
+
+def test_an_event_of_many_data_lines_builds_its_data_once(monkeypatch):
+    import pytest_toolnexus._store.streams as streams
+
+    built = []
+
+    class Watched(SseEvent):
+        """An event that notes the length of each data it is given."""
+
+        @property
+        def data(self):
+            return SseEvent.data.__get__(self)
+
+        @data.setter
+        def data(self, value):
+            if value is not None:
+                built.append(len(value))
+            SseEvent.data.__set__(self, value)
+
+    monkeypatch.setattr(streams, "SseEvent", Watched)
+    lines = 5_000
+    texts = [f"{i:099d}" for i in range(lines)]
+    wire = "".join(f"data: {text}\n" for text in texts).encode() + b"\n"
+    parser = SseParser()
+
+    events = [event for chunk in chunked(wire) for event in parser.feed(chunk)]
+
+    assert len(events) == 1
+    assert events[0].data == "\n".join(texts)
+    # Built once, whole; line by line it would copy 100 * 5,000**2 / 2 characters.
+    assert sum(built) == len(events[0].data)

@@ -11,6 +11,7 @@ import codecs
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -24,6 +25,10 @@ __all__ = [
     "parse_json_text",
     "storable",
 ]
+
+
+def _split_lf(text: str) -> list[str]:
+    return text.split("\n")
 
 
 def parse_json_text(text: str) -> tuple[bool, Any]:
@@ -82,6 +87,37 @@ class SseEvent:
 _FIELDS: Final = frozenset({"data", "event", "id", "retry"})
 
 
+class _Lines:
+    """The lines of a text that arrives in pieces, each handed back once its end is in.
+
+    Each piece is split once, and the pieces of a line that spans many are kept apart until
+    its end arrives and then joined once: a line of any length costs time linear in it
+    (searching the whole unended line again for each piece, as ``buffer += text`` and a split
+    of the buffer do, makes one huge SSE event quadratic).
+    """
+
+    def __init__(self, split: Callable[[str], list[str]]) -> None:
+        self._split = split
+        self._pending: list[str] = []
+
+    def feed(self, text: str) -> list[str]:
+        *lines, rest = self._split(text)
+        if not lines:
+            if rest:
+                self._pending.append(rest)
+            return []
+        if self._pending:
+            lines[0] = "".join([*self._pending, lines[0]])
+        self._pending = [rest] if rest else []
+        return lines
+
+    def rest(self) -> str:
+        """The text after the last line end, taken out."""
+        rest = "".join(self._pending)
+        self._pending = []
+        return rest
+
+
 class SseParser:
     """Incremental ``text/event-stream`` parser (WHATWG SSE framing).
 
@@ -94,8 +130,9 @@ class SseParser:
 
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._buffer = ""
+        self._lines = _Lines(_NEWLINE.split)
         self._current = SseEvent()
+        self._data: list[str] = []  # the current event's data lines, joined when it ends
         self._first = True
         self._after_cr = False
         self.dropped = 0
@@ -125,12 +162,9 @@ class SseParser:
         # chunk is the second half of that CRLF, not a blank line.
         if self._after_cr and text.startswith("\n"):
             text = text[1:]
-        self._buffer += text
-        self._after_cr = self._buffer.endswith("\r")
-        *lines, rest = _NEWLINE.split(self._buffer)
-        self._buffer = rest
+        self._after_cr = text.endswith("\r")
         events: list[SseEvent] = []
-        for line in lines:
+        for line in self._lines.feed(text):
             event = self._line(line)
             if event is not None:
                 events.append(event)
@@ -140,6 +174,7 @@ class SseParser:
         current = self._current
         if line == "":
             self._current = SseEvent()
+            self._end_data(current)
             return None if current.empty else current
         if line.startswith(":"):
             current.comments.append(line[1:].removeprefix(" "))
@@ -148,7 +183,7 @@ class SseParser:
         if sep:
             value = value.removeprefix(" ")
         if name == "data":
-            current.data = value if current.data is None else f"{current.data}\n{value}"
+            self._data.append(value)
         elif name == "event":
             current.event = value
         elif name == "id" and "\0" not in value:
@@ -166,14 +201,21 @@ class SseParser:
                 self._strict.decode(b"", final=True)
             except UnicodeDecodeError:
                 self.lossy = True  # the stream ended inside a character
-        tail = self._buffer + self._decoder.decode(b"", final=True)
+        tail = self._lines.rest() + self._decoder.decode(b"", final=True)
         pending = self._current
-        self._buffer = ""
+        self._end_data(pending)
         self._current = SseEvent()
         self._after_cr = False
         if not tail and pending.empty:
             return ""
         return _render_partial(pending) + tail
+
+    def _end_data(self, event: SseEvent) -> None:
+        """Gives ``event`` its data lines, joined once (joining them line by line as they came
+        would copy a many-line event's data once per line)."""
+        if self._data:
+            event.data = "\n".join(self._data)
+            self._data = []
 
 
 def _render_partial(event: SseEvent) -> str:
@@ -201,7 +243,7 @@ class NdjsonSplitter:
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._strict = codecs.getincrementaldecoder("utf-8")("strict")
-        self._buffer = ""
+        self._lines = _Lines(_split_lf)
         self.lossy = False
         """Whether the stream held bytes that are not UTF-8 (each became U+FFFD in lines)."""
 
@@ -211,9 +253,7 @@ class NdjsonSplitter:
                 self._strict.decode(chunk)
             except UnicodeDecodeError:
                 self.lossy = True
-        self._buffer += self._decoder.decode(chunk)
-        *lines, self._buffer = self._buffer.split("\n")
-        return [line.removesuffix("\r") for line in lines]
+        return [line.removesuffix("\r") for line in self._lines.feed(self._decoder.decode(chunk))]
 
     def finish(self) -> str:
         """Text after the last newline, or ``""``."""
@@ -222,6 +262,4 @@ class NdjsonSplitter:
                 self._strict.decode(b"", final=True)
             except UnicodeDecodeError:
                 self.lossy = True
-        tail = self._buffer + self._decoder.decode(b"", final=True)
-        self._buffer = ""
-        return tail
+        return self._lines.rest() + self._decoder.decode(b"", final=True)
