@@ -58,8 +58,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("_providers.*",),
     # 2: the seam: request, response, headers, cancellation, what a body is
     ("_seam.*",),
-    # 3: clocks, the virtual clock, and the patch that puts it behind time, datetime, asyncio
-    ("_timing.clock", "_timing.virtual", "_timing.timepatch"),
+    # 3: clocks, the virtual clock, the monotonic readers that carry what it ran ahead, and the
+    # patch that puts it behind time, datetime, asyncio
+    ("_timing.clock", "_timing.virtual", "_timing.readers", "_timing.timepatch"),
     # 4: the bridges (httpx/httpx2, aiohttp, urllib3) and the live default transport
     ("_bridges.*",),
     # 5: redacting headers and URLs, and the network tripwire
@@ -102,7 +103,8 @@ SAME_LAYER: dict[str, tuple[str, ...]] = {
     "_patching.install": ("_seam.errors",),
     "_safety.mask": ("_safety.rules",),
     "_timing.virtual": ("_timing.clock",),
-    "_timing.timepatch": ("_timing.clock", "_timing.virtual"),
+    "_timing.readers": ("_timing.virtual",),
+    "_timing.timepatch": ("_timing.clock", "_timing.virtual", "_timing.readers"),
     "_session.record": ("_session.record_body",),
     "_answers.model": ("_answers.build*",),
     "_patching.*": ("_plugin.*",),

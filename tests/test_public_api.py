@@ -70,6 +70,7 @@ EXPORTED = [
     "TransportResponse",
     "UnusedInteractionsWarning",
     "VcrpyMissError",
+    "VirtualClockWarning",
     "WireCheckError",
     "WriteError",
     "WriteTimeout",

@@ -117,6 +117,17 @@ class Run:
     arrivals: list[float] = field(default_factory=list)
     durations: list[float] = field(default_factory=list)
     started: float = 0.0
+    """When the call began, on the emulator's clock (``wall``): see :func:`on_wall`."""
+
+
+def on_wall(reading: float) -> float:
+    """A ``time.monotonic()`` reading taken outside a virtual clock, on ``wall``'s clock.
+
+    The two are one kernel clock, but once a virtual clock has run ahead in this process,
+    ``time.monotonic()`` reads it plus what the clock ran ahead (docs/timing.md, "At the edges
+    of a test"): the difference is constant outside a clock, so it is read now and taken off.
+    """
+    return wall() - (time.monotonic() - reading)
 
 
 Scenario = Callable[[CassetteSession, str], Run]
@@ -276,7 +287,8 @@ def stored_items(response) -> list:
 
 def check_on_one_clock() -> None:
     """The emulator's stamps (``wall``), the session's real clock (``time.perf_counter``) and
-    the SDK timings of a recording run (``time.monotonic``) are the one kernel clock."""
+    the SDK timings of a recording run (``time.monotonic``, taken to ``wall`` by
+    :func:`on_wall`) are the one kernel clock."""
     implementations = {
         time.get_clock_info(name).implementation for name in ("monotonic", "perf_counter")
     }
@@ -503,7 +515,7 @@ def openai_chat_stream(session, base_url):
                 text.append(choice.delta.content)
             finish = choice.finish_reason or finish
     result = {"text": "".join(text), "finish_reason": finish, "usage": usage, "chunks": chunks}
-    return Run(result, arrivals, started=start)
+    return Run(result, arrivals, started=on_wall(start))
 
 
 def test_openai_chat_streaming_text_with_usage(tmp_path, monkeypatch):
@@ -565,7 +577,7 @@ def openai_chat_tool_stream(session, base_url):
         "finish_reason": finish,
         "chunks": chunks,
     }
-    return Run(result, arrivals, started=start)
+    return Run(result, arrivals, started=on_wall(start))
 
 
 def test_openai_chat_streaming_tool_call(tmp_path, monkeypatch):
@@ -607,7 +619,7 @@ def openai_responses_stream(session, base_url):
         "event_types": [e["type"] for e in events],
         "events": events,
     }
-    return Run(result, arrivals, started=start)
+    return Run(result, arrivals, started=on_wall(start))
 
 
 def test_openai_responses_streaming(tmp_path, monkeypatch):
@@ -645,7 +657,7 @@ def anthropic_stream(session, base_url):
         "usage": final.usage.model_dump(),
         "events": events,
     }
-    return Run(result, arrivals, started=start)
+    return Run(result, arrivals, started=on_wall(start))
 
 
 def test_anthropic_messages_streaming_text(tmp_path, monkeypatch):
@@ -738,7 +750,7 @@ def ollama_stream(session, base_url):
         "prompt_eval_count": last["prompt_eval_count"],
         "parts": parts,
     }
-    return Run(result, arrivals, started=start)
+    return Run(result, arrivals, started=on_wall(start))
 
 
 def test_ollama_chat_ndjson_streaming(tmp_path, monkeypatch):
@@ -909,7 +921,7 @@ async def async_openai_chat_stream(session, base_url):
                 text.append(choice.delta.content)
             finish = choice.finish_reason or finish
     result = {"text": "".join(text), "finish_reason": finish, "usage": usage, "chunks": chunks}
-    return Run(result, arrivals, started=start)
+    return Run(result, arrivals, started=on_wall(start))
 
 
 async def record_async_once(path) -> Recording:

@@ -95,6 +95,20 @@ class Installation:
         self._undo.callback(undo)
         return undo
 
+    def part(self, owner: str) -> Installation:
+        """An installation for a part of this one's patches (the virtual clock of a session,
+        say) that can come off before the rest: it is open at once, under this installation's
+        claim on the process, and this installation closes it if nothing closed it before."""
+        if self.state is not State.OPEN:
+            raise RuntimeError(
+                f"cannot add {owner} to the installation of {self.owner}: it is "
+                f"{self.state.value}, not open."
+            )
+        part = Installation(f"{owner} of {self.owner}")
+        part.state = State.OPEN  # under this installation's claim: it claims nothing itself
+        self._undo.callback(part.close)
+        return part
+
     def close(self) -> None:
         """Take off everything added, newest first, each undo even when an earlier one
         raised (the last error is raised at the end, the others chained to it); then give up

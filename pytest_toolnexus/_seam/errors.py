@@ -34,6 +34,7 @@ __all__ = [
     "TransportCancelled",
     "TransportError",
     "VcrpyMissError",
+    "VirtualClockWarning",
     "WireCheckError",
     "WriteError",
     "WriteTimeout",
@@ -231,6 +232,12 @@ class CassetteExpiredWarning(UserWarning):
 class RecorderWarning(UserWarning):
     """The recorder could not parse what it recorded (the body is kept as timed raw chunks);
     the client read the server's stream untouched."""
+
+
+class VirtualClockWarning(UserWarning):
+    """The virtual clock reaches a time function only by its name in the ``time`` module on
+    this interpreter (PyPy, a free-threaded build, an unknown layout): the message names the
+    functions, the reason, and what keeps reading real time."""
 
 
 def expected_error(excinfo: object) -> bool:

@@ -292,9 +292,9 @@ class CassetteSession(RequestPath):
             own = installation = Installation(self._owner()).open()
         try:
             if isinstance(self.clock, VirtualClock):
-                self._uninstall = installation.add(install_clock, self.clock, self._clock_modules)
+                self._uninstall = install_clock(self.clock, self._clock_modules, installation)
             else:
-                self._uninstall = installation.add(observe_sleeps, self._sleeps, self._t0)
+                self._uninstall = observe_sleeps(self._sleeps, self._t0, installation)
         except BaseException:
             if own is not None:
                 own.close()

@@ -1,42 +1,55 @@
-"""Point a built-in function of the ``time`` module at Python code, for every reference to it.
+"""Point one built-in function object of the ``time`` module at Python code, for every reference
+to that object.
 
 ``from time import monotonic`` in any module, a default argument, a class attribute: each holds
 the same built-in function object, so replacing the module attribute reaches none of them. What
-they share is that object: CPython calls its C method definition's ``ml_meth`` pointer with the
-object's ``m_self`` (the ``time`` module). :func:`rebind` points ``ml_meth`` at CPython's own
-``PyObject_CallObject(callable, args)``, which has the same C signature, and ``m_self`` at the
-replacement, so a call of the built-in becomes ``replacement()``. Undoing puts both back. The
-function objects, and so ``is`` and identity checks, never change. time-machine does the same
-for the wall-clock functions in C; this module covers the argument-less clock readers it leaves
-alone (``monotonic``, ``perf_counter`` and their ``_ns`` forms).
+they share is that object, a ``PyCFunctionObject``: CPython calls the C function its method
+definition (``m_ml``) names, with the object's ``m_self`` (the ``time`` module). :func:`bind`
+gives that one object a method definition of its own, a copy of the original whose C function
+is CPython's ``PyObject_CallObject(callable, args)`` (the same C signature; with ``args`` NULL
+it calls ``callable()``), and points its ``m_self`` at the hook. A call of the built-in becomes
+``hook()``. The function object, and so ``is`` and identity checks, never changes.
 
-No Python code runs between the caller and the replacement, so whatever the replacement raises
-reaches the caller as it would from any function: a ``RecursionError`` when the clock is read
-at the recursion limit, a ``KeyboardInterrupt``. (A ctypes callback, the first way this module
-did it, cannot raise: at the recursion limit it handed CPython an unset return value, and the
-process crashed.)
+What this does not write: the static method table the object was made from. Every other
+function object made from it (a second ``time`` module, a subinterpreter's) keeps calling the
+original C code, and reads real time. :func:`pristine_time` makes such a second module for the
+plugin itself, so real time is always one C call away.
 
-Before writing anything the layout is checked: the definition must carry the function's own
-name and the no-argument calling convention, and ``m_self`` must be the ``time`` module. Where
-the check fails, for example on an interpreter laid out differently, :func:`rebind` returns
-None and the caller falls back to replacing module attributes.
+Safety, in order:
+
+- The layout is checked before anything is written (:func:`layout_problem`): CPython with the
+  GIL, the function type's size as this module expects it, a method definition that carries the
+  function's own name and the no-argument calling convention, ``m_self`` a ``time`` module.
+  Every read is inside the function object itself, or the definition it points at.
+- The two stores (``m_self``, then ``m_ml``; the reverse to undo) are made holding the GIL, so
+  no other thread can call the function between them. A free-threaded build has no such
+  guarantee, and is refused: the caller then patches names instead.
+- What the hook raises reaches the caller as from any function (``RecursionError`` at the
+  recursion limit, ``KeyboardInterrupt``): no C callback sits in between.
+- The hook should be a module object (an instance of a ``types.ModuleType`` subclass with a
+  ``__call__``): CPython then prints the built-in as ``<built-in function monotonic>``, and
+  pickles it by name, as it does the original.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib.machinery
+import importlib.util
 import sys
+import sysconfig
 import threading
 import time
+import types
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Final
 
-__all__ = ["original", "rebind", "supported"]
+__all__ = ["bind", "layout_problem", "pristine_time"]
 
-_T = TypeVar("_T", float, int)
 _METH_NOARGS: Final = 0x0004
 _POINTER: Final = ctypes.sizeof(ctypes.c_void_p)
+# PyCFunctionObject: the object header, then m_ml, m_self, m_module, m_weakreflist, vectorcall.
+_FUNCTION_SIZE: Final = object.__basicsize__ + 5 * _POINTER
 
 
 class _MethodDef(ctypes.Structure):
@@ -48,117 +61,122 @@ class _MethodDef(ctypes.Structure):
     )
 
 
-_CALL_ORIGINAL: Final = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_void_p)
-# PyObject *PyObject_CallObject(PyObject *callable, PyObject *args): the PyCFunction signature,
-# and with args NULL it calls ``callable()``.
-_CALL_SELF: Final = ctypes.cast(ctypes.pythonapi.PyObject_CallObject, ctypes.c_void_p).value
-_lock = threading.Lock()
-
-
-@dataclass(frozen=True)
-class _Entry:
-    definition: _MethodDef
-    pointer: int  # the original ml_meth
-    self_slot: ctypes.c_void_p  # the function object's m_self field
-    module: int  # what m_self held: the address of the time module
-    call: Callable[[], object]  # runs the original C code whatever is installed
-
-
-# id(function) -> its entry
-_known: dict[int, _Entry] = {}
-# id(function) -> the replacement now installed (held here, and counted once for m_self)
-_active: dict[int, object] = {}
-
-
-def _entry(func: Callable[[], object]) -> _Entry | None:
-    entry = _known.get(id(func))
-    if entry is not None:
-        return entry
-    if (
-        sys.implementation.name != "cpython"
-        or type(func).__name__ != "builtin_function_or_method"
-        or not _CALL_SELF
-    ):
+def _call_object_address() -> int | None:
+    api = getattr(ctypes, "pythonapi", None)
+    function = getattr(api, "PyObject_CallObject", None)
+    if function is None:
         return None
-    # A PyCFunctionObject: the object header, then the PyMethodDef pointer, then m_self.
+    address: int | None = ctypes.cast(function, ctypes.c_void_p).value
+    return address
+
+
+_lock: Final = threading.Lock()
+# id(function) -> (the function, the definition it was given, the hook) while bound.
+_bound: dict[int, tuple[object, _MethodDef, object]] = {}
+# Every definition ever given, kept for good (a few bytes each): a call that read one just
+# before an undo in another thread may still be on its way through it.
+_definitions: list[_MethodDef] = []
+_pristine: list[types.ModuleType | None] = []
+
+
+def pristine_time() -> types.ModuleType | None:
+    """A second instance of the ``time`` module, made once, whose functions :func:`bind` never
+    touches: its ``monotonic`` and ``perf_counter`` read the operating system's clocks at C
+    speed whatever is bound. None where the interpreter hands back the same function objects
+    (a module that cannot be instantiated twice)."""
+    with _lock:
+        if not _pristine:
+            _pristine.append(_second_time_module())
+        return _pristine[0]
+
+
+def _second_time_module() -> types.ModuleType | None:
+    spec = importlib.machinery.BuiltinImporter.find_spec("time")
+    if spec is None or spec.loader is None:
+        return None
+    try:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except Exception:  # an interpreter that cannot make it: no pristine module, that is all
+        return None
+    if module is time or getattr(module, "monotonic", None) is time.monotonic:
+        return None
+    return module
+
+
+def _free_threaded() -> bool:
+    return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
+def layout_problem(func: object, name: str) -> str | None:
+    """Why :func:`bind` cannot rebind ``func`` (``time.<name>``) here, in words; None when it
+    can. Reads memory only inside the function object and the definition it points at."""
+    if sys.implementation.name != "cpython":
+        return f"this is {sys.implementation.name}, not CPython"
+    if _free_threaded():
+        return "this is a free-threaded build, where two stores cannot be made as one"
+    if _call_object_address() is None:
+        return "ctypes.pythonapi has no PyObject_CallObject here"
+    if type(func) is not types.BuiltinFunctionType:
+        return f"time.{name} is {type(func).__qualname__}, not the built-in function"
+    if type(func).__basicsize__ != _FUNCTION_SIZE:
+        return (
+            f"a built-in function object is {type(func).__basicsize__} bytes here, "
+            f"not the {_FUNCTION_SIZE} this layout check knows"
+        )
     address = ctypes.c_void_p.from_address(id(func) + object.__basicsize__).value
     if not address:
-        return None
+        return f"time.{name} has no method definition"
     definition = _MethodDef.from_address(address)
-    name = getattr(func, "__name__", "")
-    self_slot = ctypes.c_void_p.from_address(id(func) + object.__basicsize__ + _POINTER)
-    if (
-        definition.ml_name != name.encode()
-        or definition.ml_flags != _METH_NOARGS
-        or definition.ml_meth is None
-        or self_slot.value != id(time)
-    ):
-        return None
-    pointer = int(definition.ml_meth)
-    caller = _CALL_ORIGINAL(pointer)
-    entry = _Entry(definition, pointer, self_slot, id(time), lambda: caller(None, None))
-    _known[id(func)] = entry
-    return entry
+    if definition.ml_name != name.encode() or definition.ml_flags != _METH_NOARGS:
+        return f"time.{name}'s method definition is not the no-argument {name!r} one"
+    owner = getattr(func, "__self__", None)
+    if not isinstance(owner, types.ModuleType) or owner.__name__ != "time":
+        return f"time.{name} is not bound to a time module"
+    if ctypes.c_void_p.from_address(id(func) + object.__basicsize__ + _POINTER).value != id(owner):
+        return f"time.{name} does not keep its module where this layout check looks"
+    if pristine_time() is None:
+        return "a second time module cannot be made here, to read real time from"
+    return None
 
 
-def supported(func: Callable[[], object]) -> bool:
-    """Whether ``func`` can be rebound here (a no-argument built-in on CPython)."""
+def bind(func: Callable[[], object], name: str, hook: Callable[[], object]) -> Callable[[], None]:
+    """Make every call of the built-in ``func`` (``time.<name>``) call ``hook()`` instead, until
+    the returned undo runs (safe to call twice). Raises ``RuntimeError`` when
+    :func:`layout_problem` has a reason, or when ``func`` is bound already."""
+    problem = layout_problem(func, name)
+    if problem is not None:
+        raise RuntimeError(f"cannot rebind time.{name}: {problem}")
+    key = id(func)
+    slots = id(func) + object.__basicsize__
+    method_slot = ctypes.c_void_p.from_address(slots)
+    self_slot = ctypes.c_void_p.from_address(slots + _POINTER)
     with _lock:
-        return _entry(func) is not None
-
-
-def original(func: Callable[[], _T]) -> Callable[[], _T]:
-    """A function that always runs ``func``'s own C code, rebound or not.
-
-    Falls back to ``func`` itself where rebinding is not supported (nothing can rebind it).
-    """
-    with _lock:
-        entry = _entry(func)
-    if entry is None:
-        return func
-    key, fast, call = id(func), func, entry.call
-
-    def read() -> _T:
-        # Unbound (the usual case): the built-in itself, at the cost of one dict look-up.
-        if key not in _active:
-            return fast()
-        value: _T = call()  # type: ignore[assignment]
-        return value
-
-    read.__name__ = f"original_{getattr(func, '__name__', 'function')}"
-    return read
-
-
-def rebind(func: Callable[[], _T], replacement: Callable[[], _T]) -> Callable[[], None] | None:
-    """Make every call of ``func`` run ``replacement``; returns the undo, or None when this
-    interpreter does not allow it (the caller then patches names instead).
-
-    What ``replacement`` raises reaches the caller of ``func``. Rebinding a function that is
-    already rebound raises.
-    """
-    with _lock:
-        entry = _entry(func)
-        if entry is None:
-            return None
-        key = id(func)
-        if key in _active:
-            raise RuntimeError(f"time.{getattr(func, '__name__', '?')} is already rebound")
-        _active[key] = replacement
-        # m_self now refers to the replacement: count that reference, as CPython counts the
-        # module's, so that the garbage collector, which follows m_self, sees it right.
-        ctypes.pythonapi.Py_IncRef(ctypes.py_object(replacement))
-        # m_self first, then ml_meth (and the reverse in undo): a call in between, from
-        # another thread, runs the original C code, which ignores m_self.
-        entry.self_slot.value = id(replacement)
-        entry.definition.ml_meth = _CALL_SELF
+        if key in _bound:
+            raise RuntimeError(f"time.{name} is bound already")
+        original = _MethodDef.from_address(method_slot.value or 0)
+        definition = _MethodDef(
+            original.ml_name, _call_object_address(), original.ml_flags, original.ml_doc
+        )
+        original_address, module_address = method_slot.value, self_slot.value
+        _bound[key] = (func, definition, hook)
+        _definitions.append(definition)
+        # m_self refers to the hook from now on: count that reference, as CPython counts the
+        # module's, since the garbage collector follows m_self.
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(hook))
+        # m_self first, then m_ml (the reverse in undo): both stores run holding the GIL, and a
+        # call could only come between them from another thread, which the GIL keeps out.
+        self_slot.value = id(hook)
+        method_slot.value = ctypes.addressof(definition)
 
     def undo() -> None:
         with _lock:
-            if _active.get(key) is not replacement:
+            held = _bound.get(key)
+            if held is None or held[2] is not hook:
                 return
-            entry.definition.ml_meth = entry.pointer
-            entry.self_slot.value = entry.module
-            del _active[key]
-            ctypes.pythonapi.Py_DecRef(ctypes.py_object(replacement))
+            method_slot.value = original_address
+            self_slot.value = module_address
+            del _bound[key]
+            ctypes.pythonapi.Py_DecRef(ctypes.py_object(hook))
 
     return undo

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Final, Protocol, final
 
 import anyio
@@ -19,9 +20,17 @@ from . import cfunc as _cfunc
 
 __all__ = ["Clock", "InstantClock", "RealClock", "real_monotonic", "real_wall"]
 
-real_monotonic: Final = _cfunc.original(time.perf_counter)
+
+def _real_perf_counter() -> Callable[[], float]:
+    pristine = _cfunc.pristine_time()
+    reader: Callable[[], float] = time.perf_counter if pristine is None else pristine.perf_counter
+    return reader
+
+
+real_monotonic: Final = _real_perf_counter()
 """The process's own monotonic clock: it reads real time even while the virtual clock is
-installed, which rebinds ``time.perf_counter`` itself (see ``_cfunc``)."""
+installed, which rebinds ``time.perf_counter`` itself (see ``_cfunc``); where it cannot, the
+clock patches the name, and this is the built-in taken before any patch."""
 
 
 def real_wall() -> float:

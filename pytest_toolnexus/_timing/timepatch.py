@@ -7,8 +7,10 @@ the objects pydantic and every ``isinstance`` check know. Three mechanisms, one 
   ``date.today``, ``gmtime``/``localtime``/``strftime`` with no argument, ``uuid1``): time-machine,
   which rewires those built-ins in C, travelling to the clock's wall time and following it as the
   clock moves.
-- **Monotonic readers** (``monotonic``, ``perf_counter`` and their ``_ns`` forms): ``_cfunc``
-  rebinds the built-ins themselves, so ``from time import monotonic`` anywhere reads virtual time.
+- **Monotonic readers** (``monotonic``, ``perf_counter`` and their ``_ns`` forms): ``readers``
+  points the built-ins themselves at readers of the clock (``cfunc``), so ``from time import
+  monotonic`` anywhere reads virtual time, and carries what the clock ran ahead when it goes,
+  so that no reading is ever smaller than an earlier one.
 - **Sleeps** (``time.sleep``, ``asyncio.sleep``, ``anyio.sleep``, ``trio.sleep``): they must be
   able to raise, so they are swapped by name, wherever a loaded module holds one as a global.
   Modules are scanned once each and remembered (:class:`_SleepSites`), which keeps the per-test
@@ -16,10 +18,11 @@ the objects pydantic and every ``isinstance`` check know. Three mechanisms, one 
 
 The machinery that waits on the operating system with a real timeout (the asyncio and trio event
 loops, ``threading``, ``queue``, ``subprocess``, ``concurrent.futures``) and pytest's own timing
-keep real time: a timeout there must neither hang on a clock that is not moving nor fire at once.
+read a steady clock (``readers``): a timeout there must neither hang on a clock that is not
+moving nor fire at once.
 
-Why one module of over 400 lines: the three mechanisms are installed and taken away as one
-(:func:`install` undoes whatever part went in when a later part fails), so they live together.
+Every part goes on through one :class:`~pytest_toolnexus._patching.install.Installation` (a
+session's, or one of the clock's own), which takes off whatever went in when a later part fails.
 """
 
 from __future__ import annotations
@@ -33,16 +36,18 @@ import threading
 import time as _time
 import types
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any, Final
 
-from . import cfunc as _cfunc
+from pytest_toolnexus._patching.install import Installation
+
+from . import readers as _readers
 from .clock import real_monotonic
 from .virtual import Sleep, VirtualClock
 
 __all__ = ["install", "observe_sleeps"]
 
-_READERS: Final = ("monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns")
 _REAL_SLEEP: Final = _time.sleep
 _REAL_ASYNCIO_SLEEP: Final = asyncio.sleep
 # Modules a scan never rewrites: ours, the test runner's, and the async libraries' own, whose
@@ -62,38 +67,6 @@ _NEVER_SCANNED: Final = (
     "time_machine",
     "freezegun",
     "coverage",
-)
-
-
-def _real_readers() -> dict[str, Callable[[], Any]]:
-    return {name: _cfunc.original(getattr(_time, name)) for name in _READERS}
-
-
-_ORIGINAL: Final = _real_readers()
-
-
-def _real_time_module() -> types.ModuleType:
-    """A stand-in for the ``time`` module, for the machinery that must keep real time."""
-    module = types.ModuleType("time", "The time module, on real time (pytest-toolnexus).")
-    module.__dict__.update(vars(_time))
-    module.__dict__.update(_ORIGINAL)
-    module.__dict__["sleep"] = _REAL_SLEEP
-    return module
-
-
-_REAL_TIME_MODULE: Final = _real_time_module()
-
-# (module, global, what it holds when nobody patched it, what it holds while a clock is
-# installed) for the machinery that waits with real timeouts, and pytest's own timing.
-_KEEP_REAL: Final = (
-    ("asyncio.base_events", "time", _time, _REAL_TIME_MODULE),
-    ("concurrent.futures._base", "time", _time, _REAL_TIME_MODULE),
-    ("subprocess", "time", _time, _REAL_TIME_MODULE),
-    ("subprocess", "_time", _time.monotonic, _ORIGINAL["monotonic"]),
-    ("threading", "_time", _time.monotonic, _ORIGINAL["monotonic"]),
-    ("queue", "time", _time.monotonic, _ORIGINAL["monotonic"]),
-    ("trio._core._run", "perf_counter", _time.perf_counter, _ORIGINAL["perf_counter"]),
-    ("_pytest.timing", "perf_counter", _time.perf_counter, _ORIGINAL["perf_counter"]),
 )
 
 
@@ -210,81 +183,22 @@ def _kind_of(function: Any) -> str:
     return f"{function.__module__.split('.')[0]}.sleep"
 
 
-class _Owner:
-    """The one installation of a clock or a sleep watch this process may have at a time."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._holder: str | None = None
-
-    @contextlib.contextmanager
-    def hold(self, what: str) -> Iterator[None]:
-        with self._lock:
-            if self._holder is not None:
-                raise RuntimeError(
-                    f"cannot install {what}: {self._holder} is already installed in this "
-                    "process. Virtual clocks do not nest: finish the test or block that "
-                    "installed it first."
-                )
-            self._holder = what
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._holder = None
-
-
-_owner: Final = _Owner()
-
-
-class _Undos:
-    """The undo of each part put in, run newest first by :meth:`close`: ``ExitStack``'s
-    semantics for the little this module needs (a callback, a context), without its cost,
-    which every test pays twice. Every undo runs even after one raised; the last error is
-    raised, the earlier ones chained to it. Closing twice does nothing."""
-
-    __slots__ = ("_items",)
-
-    def __init__(self) -> None:
-        self._items: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
-
-    def callback(self, undo: Callable[..., Any], /, *args: Any) -> None:
-        self._items.append((undo, args))
-
-    def enter_context(self, context: contextlib.AbstractContextManager[Any]) -> Any:
-        value = context.__enter__()
-        self._items.append((context.__exit__, (None, None, None)))
-        return value
-
-    def close(self) -> None:
-        items, self._items = self._items, []
-        error: BaseException | None = None
-        for undo, args in reversed(items):
-            try:
-                undo(*args)
-            except BaseException as exc:
-                if error is not None and exc.__context__ is None:
-                    exc.__context__ = error
-                error = exc
-        if error is not None:
-            raise error
-
-
-def _set(stack: _Undos, owner: Any, name: str, value: Any) -> None:
-    """Set ``owner.name`` and register putting the old value back."""
+def _swap(owner: Any, name: str, value: Any) -> Callable[[], None]:
+    """Set ``owner.name`` to ``value``; returns what puts the old value back."""
     previous = owner.__dict__[name]
     setattr(owner, name, value)
-    stack.callback(setattr, owner, name, previous)
+    return lambda: setattr(owner, name, previous)
 
 
-def _keep_machinery_real(stack: _Undos) -> None:
-    for module_name, name, usual, real in _KEEP_REAL:
-        module = sys.modules.get(module_name)
-        if module is not None and module.__dict__.get(name) is usual:
-            _set(stack, module, name, real)
+def _claim(what: str, installation: Installation | None) -> Installation:
+    """Where the parts of a clock or a sleep watch go: a part of ``installation`` (the
+    session's, which holds the process), or an installation of their own, which claims it."""
+    if installation is None:
+        return Installation(what).open()
+    return installation.part(what)
 
 
-def _travel(stack: _Undos, clock: VirtualClock) -> None:
+def _travel(clock: VirtualClock) -> Callable[[], None]:
     """Send the wall clock (via time-machine) to the clock's wall time, and keep it there."""
     import time_machine
 
@@ -308,35 +222,44 @@ def _travel(stack: _Undos, clock: VirtualClock) -> None:
             # ours out from under it, and time-machine unpatches when that one stops.
             stack_now.remove(traveller)
 
-    stack.callback(stop)
-
     def follow(wall: float) -> None:
         target = round(wall * 1e9)
         if target != applied[0]:
             traveller.shift((target - applied[0]) / 1e9)
             applied[0] = target
 
-    stack.callback(clock.follow(follow))
+    try:
+        unfollow = clock.follow(follow)
+    except BaseException:
+        stop()
+        raise
+
+    def undo() -> None:
+        try:
+            unfollow()
+        finally:
+            stop()
+
+    return undo
 
 
-def install(clock: VirtualClock, modules: Iterable[types.ModuleType] = ()) -> Callable[[], None]:
+def install(
+    clock: VirtualClock,
+    modules: Iterable[types.ModuleType] = (),
+    installation: Installation | None = None,
+) -> Callable[[], None]:
     """Put ``clock`` behind the time functions; returns the undo, which is safe to call twice.
 
-    ``modules`` are scanned for sleep functions bound as globals even when they are not in
-    ``sys.modules``. Everything is restored in reverse order, on every path; installing while
-    another clock (or sleep watch) is installed raises and changes nothing.
+    Its parts go into ``installation`` as a part that can come off first (a session's, which
+    holds the process), or into an installation of their own, which claims the process: either
+    way installing while another clock (or sleep watch, or cassette) is in raises and changes
+    nothing. ``modules`` are scanned for sleep functions bound as globals even when they are not
+    in ``sys.modules``. Everything is restored in reverse order, on every path.
     """
-    stack = _Undos()
-    stack.enter_context(_owner.hold(repr(clock)))
+    parts = _claim(f"the virtual clock {clock!r}", installation)
     try:
-        _travel(stack, clock)
-        for name in _READERS:
-            reading = _reader(clock, name)
-            undo = _cfunc.rebind(getattr(_time, name), reading)
-            if undo is None:  # this interpreter cannot rebind: patch the name instead
-                _set(stack, _time, name, reading)
-            else:
-                stack.callback(undo)
+        parts.add(_travel, clock)
+        parts.add(_readers.virtualize, clock)
         replacements = _virtual_sleeps(clock)
         watched = _watched_sleeps()
         sites = _sleep_sites(watched)
@@ -350,35 +273,72 @@ def install(clock: VirtualClock, modules: Iterable[types.ModuleType] = ()) -> Ca
                 for key, value in list(namespace.items())
                 if _is_watched(value, watched)
             ]
+        shape = _modules_shape()
+        parts.add(lambda: partial(_forget_captured, replacements, watched, shape))
         for module, key, value in sites:
             if module.__dict__.get(key) is value:
-                _set(stack, module, key, replacements[_kind_of(value)])
-        _keep_machinery_real(stack)
+                parts.add(_swap, module, key, replacements[_kind_of(value)])
     except BaseException:
-        stack.close()
+        parts.close()
         raise
-    return stack.close
+    return parts.close
 
 
-def _reader(clock: VirtualClock, name: str) -> Callable[[], Any]:
-    if name.endswith("_ns"):
-        return lambda: int(clock.now() * 1e9)
-    return clock.now
+def _modules_shape() -> tuple[int, str | None]:
+    return len(sys.modules), next(reversed(sys.modules.keys()), None)
+
+
+def _forget_captured(
+    replacements: dict[str, Any], watched: dict[int, Any], shape: tuple[int, str | None]
+) -> None:
+    """Give every module imported while the clock was in the real sleep it meant to take.
+
+    A module imported meanwhile that did ``from asyncio import sleep`` (anyio's asyncio
+    backend does) took the clock's replacement, which would outlive the clock: look through
+    them, the libraries' own included, when anything was imported at all."""
+    if _modules_shape() == shape:
+        return
+    real = {_kind_of(value): value for value in watched.values()}
+    # id(replacement) -> (the replacement, the real sleep it stands for)
+    back = {id(mine): (mine, real[kind]) for kind, mine in replacements.items() if kind in real}
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if type(namespace) is not dict or back.keys().isdisjoint(map(id, list(namespace.values()))):
+            continue
+        for key, value in list(namespace.items()):
+            mine, meant = back.get(id(value), (None, None))
+            if mine is not None and value is mine:
+                namespace[key] = meant
+
+
+_inside_clock: Final = contextvars.ContextVar("_inside_clock", default=False)
+"""True while a virtual async sleep runs: a sleep the clock's own checkpoints make through a
+library that took the replacement at import (anyio's asyncio backend, imported while the clock
+was in) is then the real one, instead of the clock calling itself without end."""
 
 
 def _virtual_sleeps(clock: VirtualClock) -> dict[str, Any]:
     def sleep(seconds: float) -> None:
         clock.sleep(seconds)
 
+    async def wait(delay: float, kind: str) -> None:
+        token = _inside_clock.set(True)
+        try:
+            await clock.async_sleep(delay, kind)
+        finally:
+            _inside_clock.reset(token)
+
     async def asyncio_sleep(delay: float, result: Any = None) -> Any:
-        await clock.async_sleep(delay, "asyncio.sleep")
+        if _inside_clock.get():
+            return await _REAL_ASYNCIO_SLEEP(delay, result)
+        await wait(delay, "asyncio.sleep")
         return result
 
     async def anyio_sleep(delay: float) -> None:
-        await clock.async_sleep(delay, "anyio.sleep")
+        await wait(delay, "anyio.sleep")
 
     async def trio_sleep(seconds: float) -> None:
-        await clock.async_sleep(seconds, "trio.sleep")
+        await wait(seconds, "trio.sleep")
 
     return {
         "time.sleep": sleep,
@@ -388,23 +348,28 @@ def _virtual_sleeps(clock: VirtualClock) -> dict[str, Any]:
     }
 
 
-def observe_sleeps(log: list[Sleep], origin: float) -> Callable[[], None]:
+def observe_sleeps(
+    log: list[Sleep], origin: float, installation: Installation | None = None
+) -> Callable[[], None]:
     """Note every ``time.sleep``, ``asyncio.sleep``, ``anyio.sleep`` and ``trio.sleep`` in
     ``log`` (times in seconds since ``origin``, a real monotonic reading) while still sleeping
-    for real. Returns the undo. Used with the real and instant clocks."""
-    stack = _Undos()
-    stack.enter_context(_owner.hold("a sleep watch"))
+    for real. Returns the undo; ``installation`` as for :func:`install`. Used with the real and
+    instant clocks."""
+    parts = _claim("a sleep watch", installation)
     try:
         watched = _watched_sleeps()
         noting = {
             id(real): _noting_sleep(real, _kind_of(real), log, origin) for real in watched.values()
         }
+        by_kind = {_kind_of(watched[key]): sleep for key, sleep in noting.items()}
+        shape = _modules_shape()
+        parts.add(lambda: partial(_forget_captured, by_kind, watched, shape))
         for module, key, value in _sleep_sites(watched):
-            _set(stack, module, key, noting[id(value)])
+            parts.add(_swap, module, key, noting[id(value)])
     except BaseException:
-        stack.close()
+        parts.close()
         raise
-    return stack.close
+    return parts.close
 
 
 def _noting_sleep(real: Any, kind: str, log: list[Sleep], origin: float) -> Any:

@@ -4,8 +4,10 @@ The virtual clock rebinds ``time.monotonic`` and ``time.perf_counter`` themselve
 reference to them reads virtual time while it is installed), so a test cannot use them as its
 oracle for wall time. ``wall()`` reads the kernel's monotonic clock through
 ``time.clock_gettime``, which nothing in the plugin touches (time-machine only redirects
-``CLOCK_REALTIME``). On Linux it is the clock ``time.monotonic`` and ``time.perf_counter`` read
-when no virtual clock is installed, so it compares with the session's own real readings.
+``CLOCK_REALTIME``). On Linux it is the clock the session's own real readings come from. Outside a
+virtual clock ``time.monotonic`` reads it plus what earlier clocks ran ahead (docs/timing.md, "At
+the edges of a test"), so a test checks that it moves with real time
+(:func:`moves_with_real_time`), not that it equals it.
 
 A real-clock test asserts what holds on any machine, and nothing else:
 
@@ -38,6 +40,7 @@ __all__ = [
     "assert_did_not_sleep",
     "assert_paced",
     "assert_stamped_in_flight",
+    "moves_with_real_time",
     "paced",
     "sleep_lateness",
     "typical_allowance",
@@ -310,3 +313,13 @@ def assert_stamped_in_flight(
     assert outside == [], (
         f"{what}: stamps outside (server began writing, client had it), in seconds: {outside}"
     )
+
+
+def moves_with_real_time(reader: Callable[[], float] = time.monotonic) -> bool:
+    """Whether ``reader`` moves with real time: across a real wait of 50 ms it moves by about
+    as much (a virtual clock, frozen unless something waits on it, moves by nothing). Half the
+    wait is allowed either way, for a scheduler that parks this thread between two readings."""
+    first, started = reader(), wall()
+    threading.Event().wait(0.05)  # threading keeps real time, whatever clock is installed
+    moved, took = reader() - first, wall() - started
+    return abs(moved - took) < took / 2
