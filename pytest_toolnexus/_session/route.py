@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,39 @@ from .replay_check import DAMAGE, check_playable
 from .sent import SentRequest, Turn
 from .unread import describe_unread, left_unread
 
-__all__ = ["RequestPath"]
+__all__ = ["Leftovers", "RequestPath"]
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    """What a test left of its cassette: each unused interaction (``#1 POST https://...``)
+    and each replayed response never read to the end, as a short label."""
+
+    unused: list[str]
+    unread: list[str]
+
+    def sentences(self, where: str | None = None, shown: int = 5) -> list[str]:
+        """One sentence for each kind left, listing the first ``shown``; ``where`` names the
+        cassette in the first."""
+        found = []
+        if self.unused:
+            place = f" in {where}" if where else ""
+            found.append(
+                f"{len(self.unused)} recorded interaction(s){place} were never played: "
+                + _listed(self.unused, shown)
+            )
+        if self.unread:
+            found.append(
+                f"{len(self.unread)} replayed response(s) were never read to the end: "
+                + _listed(self.unread, shown)
+            )
+        return found
+
+
+def _listed(labels: list[str], shown: int) -> str:
+    more = f" and {len(labels) - shown} more" if len(labels) > shown else ""
+    return "; ".join(labels[:shown]) + more
+
 
 # pytest leaves this module's frames out of a failure's traceback when the error is one the
 # plugin raises on purpose (a miss, a usage error, a replayed transport failure).
@@ -402,6 +435,14 @@ class RequestPath:
             if left is not None:
                 found.append((sent, describe_unread(sent, left)))
         return found
+
+    def leftovers(self, *, unused: bool = True) -> Leftovers:
+        """What the code under test left of this cassette: interactions never played (unless
+        ``unused`` is false: a shared cassette, or one recorded again whole) and replayed
+        responses never read to the end. The session reports them when it closes, and the
+        plugin when the test is over, in the same words."""
+        listed = [f"#{i} {r.method} {r.url}" for i, r in self.unused()] if unused else []
+        return Leftovers(listed, [label for _, label in self.unread()])
 
     @property
     def play_count(self) -> int:

@@ -421,15 +421,12 @@ class CassetteSession(RequestPath):
             )
 
     def _report_unused(self) -> None:
-        unused = self.unused()
-        if not unused or self._on_unused == "ignore" or self.record_mode == "all":
+        if self._on_unused == "ignore":
             return
-        listing = "; ".join(f"#{i} {r.method} {r.url}" for i, r in unused[:10])
-        more = f" and {len(unused) - 10} more" if len(unused) > 10 else ""
-        message = (
-            f"cassette {self.path}: {len(unused)} recorded interaction(s) were never played: "
-            f"{listing}{more}. The code under test sent fewer requests than were recorded."
-        )
+        problems = self.leftovers(unused=self.record_mode != "all").sentences(shown=10)
+        if not problems:
+            return
+        message = f"cassette {self.path}: " + " | ".join(problems)
         if self._on_unused == "error":
             raise CassetteMissError(message, path=str(self.path))
         warnings.warn(UnusedInteractionsWarning(message), stacklevel=3)
