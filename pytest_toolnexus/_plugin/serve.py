@@ -96,15 +96,6 @@ def serve(
         path,
         live=live,
         record=record,
-        timing=options.timing,
-        speed=options.speed,
-        ignore_body=options.ignore_body,
-        match_headers=options.match_headers,
-        match_on=options.match_on,
-        ignore_query=options.ignore_query,
-        ignore_headers=options.ignore_headers,
-        allow_repeats=options.allow_repeats,
-        meta=options.meta,
         on_unused="ignore",
         redact=redact,
         matcher=matcher,
@@ -112,9 +103,7 @@ def serve(
         run_id=config.stash[RUN_ID],
         note=note,
         clock_modules=(module,) if module is not None else (),
-        faults=options.faults,
-        allow_secrets=options.allow_secrets,
-        wire_check=options.wire_check,
+        **options.session_arguments(),
     )
     started = False
 

@@ -73,6 +73,24 @@ class CassetteOptions:
     on_expired: str = "warn"
     unserved: str = "fail"
 
+    def session_arguments(self) -> dict[str, Any]:
+        """The keyword arguments of a ``CassetteSession`` these options set, as the marker and
+        ``use_cassette`` both pass them (the record mode is the caller's to decide)."""
+        return {
+            "timing": self.timing,
+            "speed": self.speed,
+            "ignore_body": self.ignore_body,
+            "match_headers": self.match_headers,
+            "match_on": self.match_on,
+            "ignore_query": self.ignore_query,
+            "ignore_headers": self.ignore_headers,
+            "allow_repeats": self.allow_repeats,
+            "meta": self.meta,
+            "faults": self.faults,
+            "allow_secrets": self.allow_secrets,
+            "wire_check": self.wire_check,
+        }
+
 
 OPTION_NAMES: Final = tuple(f.name for f in fields(CassetteOptions))
 
