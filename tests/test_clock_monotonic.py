@@ -404,3 +404,129 @@ def test_anyio_first_imported_by_a_cassette_test_with_the_anyio_plugin_off(pytes
     result = pytester.runpytest_subprocess("-p", "no:anyio", "-p", "no:randomly")
 
     result.assert_outcomes(passed=1)
+
+
+# -- found by review: the edges of the edges ---------------------------------------------------
+
+
+def test_a_sleep_too_long_for_any_clock_is_refused_as_the_real_one_is_and_moves_nothing():
+    uninstall = install(VirtualClock())
+    try:
+        with pytest.raises(OverflowError, match="timestamp out of range"):
+            time.sleep(1e300)
+        with pytest.raises(ValueError, match="NaN"):
+            time.sleep(float("nan"))
+        inside = time.monotonic()
+    finally:
+        uninstall()
+    after = time.monotonic()
+    assert inside <= after < inside + 3600
+    assert isinstance(time.monotonic_ns(), int)
+    assert moves_with_real_time(time.monotonic)
+
+
+def test_an_async_sleep_forever_waits_to_be_cancelled_and_moves_nothing(empty_cassette):
+    import asyncio
+
+    async def main():
+        forever = asyncio.ensure_future(asyncio.sleep(float("inf")))
+        await asyncio.sleep(2)
+        # The main task waits on real machinery while the other sleeps forever.
+        await asyncio.get_running_loop().run_in_executor(None, threading.Event().wait, 0.05)
+        forever.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await forever
+
+    with use_cassette(empty_cassette, record="none") as session:
+        asyncio.run(main())
+        assert session.elapsed == 2
+        inside = time.monotonic()
+    assert inside <= time.monotonic() < inside + 3600
+    assert moves_with_real_time(time.monotonic)
+
+
+def test_a_clock_that_already_ran_continues_from_the_current_reading():
+    clock = VirtualClock()
+    clock.advance(30)  # a replay before the clock was installed
+    before = time.monotonic()
+    uninstall = install(clock)
+    try:
+        at_install = time.monotonic()
+        time.sleep(1)
+        after_sleep = time.monotonic()
+    finally:
+        uninstall()
+    assert before <= at_install < before + 5  # no 30 s jump
+    assert after_sleep - at_install == pytest.approx(1.0)
+
+
+def test_a_start_that_fails_on_its_warning_leaves_the_clock_as_it_was(tmp_path):
+    # filterwarnings = error turns the fallback's VirtualClockWarning into an error: the start
+    # fails, and nothing of the clock is left behind.
+    path = tmp_path / "empty.msgpack"
+    Cassette(path, []).save()
+    code, out, err = run_python(
+        """
+        import sys, threading, time, warnings
+        real = time.monotonic
+        time.monotonic = lambda: real()
+        wrapped = time.monotonic
+        from pytest_toolnexus import VirtualClockWarning, use_cassette
+        warnings.simplefilter("error", VirtualClockWarning)
+        try:
+            with use_cassette(sys.argv[1], record="none"):
+                pass
+        except VirtualClockWarning as exc:
+            print("refused")
+        first = time.monotonic()
+        threading.Event().wait(0.1)
+        print(time.monotonic is wrapped, time.monotonic() - first >= 0.09)
+        """,
+        str(path),
+    )
+    assert code == 0, err
+    assert out.split() == ["refused", "True", "True"]
+
+
+MACHINERY_IMPORTED_INSIDE = """
+import multiprocessing, select, sys, time
+from pytest_toolnexus import use_cassette
+
+assert "trio" not in sys.modules
+
+
+def real():
+    return time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
+with use_cassette(sys.argv[1], record="none") as session:
+    time.sleep(60)
+    import trio  # first imported while the clock is in, as anyio's trio backend does
+
+    async def bounded():
+        with trio.move_on_after(0.3):
+            await trio.sleep_forever()
+
+    started = real()
+    trio.run(bounded)
+    print("trio", 0.25 < real() - started < 30)
+    # The child waits for real (time.sleep is the clock's in a forked child too).
+    fork = multiprocessing.get_context("fork")
+    process = fork.Process(target=select.select, args=([], [], [], 30))
+    process.start()
+    started = real()
+    process.join(timeout=0.5)
+    print("join", 0.45 < real() - started < 30, process.is_alive())
+    process.kill()
+    process.join()
+"""
+
+
+def test_machinery_first_imported_inside_a_cassette_keeps_real_timeouts(tmp_path):
+    path = tmp_path / "empty.msgpack"
+    Cassette(path, []).save()
+
+    code, out, err = run_python(MACHINERY_IMPORTED_INSIDE, str(path))
+
+    assert code == 0, err
+    assert out.splitlines() == ["trio True", "join True True"]

@@ -21,9 +21,11 @@ Safety, in order:
   GIL, the function type's size as this module expects it, a method definition that carries the
   function's own name and the no-argument calling convention, ``m_self`` a ``time`` module.
   Every read is inside the function object itself, or the definition it points at.
-- The two stores (``m_self``, then ``m_ml``; the reverse to undo) are made holding the GIL, so
-  no other thread can call the function between them. A free-threaded build has no such
-  guarantee, and is refused: the caller then patches names instead.
+- The two fields (``m_ml`` and ``m_self``, side by side) are written by one ``memmove`` called
+  the way C-API functions are (``PYFUNCTYPE``), which keeps the GIL for the whole call: no other
+  thread of the interpreter can call the function with one field changed and not the other. A
+  free-threaded build has no GIL to make that true, and is refused: the caller then patches
+  names instead.
 - What the hook raises reaches the caller as from any function (``RecursionError`` at the
   recursion limit, ``KeyboardInterrupt``): no C callback sits in between.
 - The hook should be a module object (an instance of a ``types.ModuleType`` subclass with a
@@ -59,6 +61,20 @@ class _MethodDef(ctypes.Structure):
         ("ml_flags", ctypes.c_int),
         ("ml_doc", ctypes.c_char_p),
     )
+
+
+# memmove called as a Python C-API function (PYFUNCTYPE): the call keeps the GIL, where
+# ctypes.memmove, a plain C function, lets it go. So m_ml and m_self change in one step that no
+# other thread of this interpreter can see halfway.
+_MEMMOVE: Final = ctypes.PYFUNCTYPE(
+    ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t
+)(ctypes.cast(ctypes.memmove, ctypes.c_void_p).value or 0)
+
+
+def _store_pair(address: int, first: int, second: int) -> None:
+    """Write two pointers side by side at ``address`` in one call that holds the GIL."""
+    pair = (ctypes.c_void_p * 2)(first, second)
+    _MEMMOVE(address, ctypes.addressof(pair), 2 * _POINTER)
 
 
 def _call_object_address() -> int | None:
@@ -148,7 +164,7 @@ def bind(func: Callable[[], object], name: str, hook: Callable[[], object]) -> C
     if problem is not None:
         raise RuntimeError(f"cannot rebind time.{name}: {problem}")
     key = id(func)
-    slots = id(func) + object.__basicsize__
+    slots = id(func) + object.__basicsize__  # m_ml, then m_self
     method_slot = ctypes.c_void_p.from_address(slots)
     self_slot = ctypes.c_void_p.from_address(slots + _POINTER)
     with _lock:
@@ -164,18 +180,14 @@ def bind(func: Callable[[], object], name: str, hook: Callable[[], object]) -> C
         # m_self refers to the hook from now on: count that reference, as CPython counts the
         # module's, since the garbage collector follows m_self.
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(hook))
-        # m_self first, then m_ml (the reverse in undo): both stores run holding the GIL, and a
-        # call could only come between them from another thread, which the GIL keeps out.
-        self_slot.value = id(hook)
-        method_slot.value = ctypes.addressof(definition)
+        _store_pair(slots, ctypes.addressof(definition), id(hook))
 
     def undo() -> None:
         with _lock:
             held = _bound.get(key)
             if held is None or held[2] is not hook:
                 return
-            method_slot.value = original_address
-            self_slot.value = module_address
+            _store_pair(slots, original_address or 0, module_address or 0)
             del _bound[key]
             ctypes.pythonapi.Py_DecRef(ctypes.py_object(hook))
 

@@ -34,6 +34,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, Final
 
+from pytest_toolnexus._patching.imports import when_imported
 from pytest_toolnexus._seam.errors import VirtualClockWarning
 
 from . import cfunc as _cfunc
@@ -152,29 +153,38 @@ class _Family:
         self.nanoseconds = _Nanoseconds(f"{name}_ns", _real_reader(f"{name}_ns"), 0)
 
     def start(self, clock: VirtualClock) -> None:
-        """Read ``clock`` from now on. Both readers start from one reading of real time, so
-        that their virtual readings agree to the nanosecond."""
+        """Read ``clock`` from now on, continuing from the current reading whatever the clock
+        has already run. Both readers start from one reading of real time, so that their
+        virtual readings agree to the nanosecond."""
         nanoseconds, seconds = self.nanoseconds, self.seconds
-        nanoseconds._base = max(nanoseconds._real() + nanoseconds._carry, nanoseconds._floor)
-        seconds._base = max(nanoseconds._base / 1e9, seconds._floor)
+        now_ns = max(nanoseconds._real() + nanoseconds._carry, nanoseconds._floor)
+        now_s = max(now_ns / 1e9, seconds._floor)
+        elapsed = clock.elapsed
+        nanoseconds._base = now_ns - round(elapsed * 1e9)
+        seconds._base = now_s - elapsed
         nanoseconds._clock = seconds._clock = clock
 
     def stop(self) -> bool:
         """Back on real time, the carry grown so that no later reading of either reader is
-        smaller than its last one. Returns whether anything is carried."""
+        smaller than any it returned. Never raises. Returns whether anything is carried."""
         seconds, nanoseconds = self.seconds, self.nanoseconds
-        last_s, last_ns = seconds.last(), nanoseconds.last()
-        seconds._clock = nanoseconds._clock = None
+        clock = seconds._clock
+        seconds._clock = nanoseconds._clock = None  # detached first: nothing reads it after
         real_s: float = seconds._real()
         real_ns: int = nanoseconds._real()
+        last_s, last_ns = seconds._floor, nanoseconds._floor
+        if clock is not None:
+            elapsed = clock.elapsed
+            if math.isfinite(elapsed):
+                last_s = max(last_s, seconds._base + elapsed)
+                last_ns = max(last_ns, nanoseconds._base + round(elapsed * 1e9))
         carry_ns = max(nanoseconds._carry, last_ns - real_ns, math.ceil((last_s - real_s) * 1e9), 0)
         carry_s = max(seconds._carry, carry_ns / 1e9)
         # Rounding must not leave real + carry a hair under the last reading.
         while real_s + carry_s < last_s:
             carry_s = math.nextafter(carry_s, math.inf)
         nanoseconds._carry, seconds._carry = carry_ns, carry_s
-        nanoseconds._floor = max(nanoseconds._floor, last_ns)
-        seconds._floor = max(seconds._floor, last_s)
+        nanoseconds._floor, seconds._floor = last_ns, last_s
         return bool(carry_ns or carry_s)
 
     def readers(self) -> dict[str, _Reader]:
@@ -235,23 +245,23 @@ def _warn(problems: dict[str, str]) -> None:
 
 
 def virtualize(clock: VirtualClock) -> Callable[[], None]:
-    """Make the four readers read ``clock``, each starting at its current reading, and keep the
-    waiting machinery on its steady clock. Returns the undo (safe to call twice), which puts
-    the readers back on real time plus their carry; once no reader carries anything, every
-    binding is taken off and the machinery is given back its own ``time``."""
-    problems: dict[str, str] = {}
+    """Make the four readers read ``clock``, each continuing from its current reading, and keep
+    the waiting machinery on its steady clock (also a machinery module first imported while the
+    clock is in). Returns the undo (safe to call twice), which puts the readers back on real
+    time plus their carry; once no reader carries anything, every binding is taken off and the
+    machinery is given back its own ``time``. Whatever fails halfway is taken off again."""
     with _lock:
         families = [_family("monotonic"), _family("perf_counter")]
-        for name in _NAMES:
-            if name not in _bindings:
-                problem = _bind(name, _readers[name])
-                if problem is not None:
-                    problems[name] = problem
-        for family in families:
-            family.start(clock)
-        _machinery.steady({name: reader.carry for name, reader in _readers.items()})
+        problems = {
+            name: problem
+            for name in _NAMES
+            if name not in _bindings
+            and (problem := _cfunc.layout_problem(getattr(time, name), name)) is not None
+            and getattr(time, name) is not _readers[name]
+        }
     if problems:
-        _warn(problems)
+        _warn(problems)  # before anything changes: a warnings filter may make it an error
+    watches: list[Callable[[], None]] = []
     done = [False]
 
     def undo() -> None:
@@ -259,13 +269,43 @@ def virtualize(clock: VirtualClock) -> Callable[[], None]:
             if done[0]:
                 return
             done[0] = True
+            while watches:
+                watches.pop()()
             carrying = [family.stop() for family in families]
             if not any(carrying):
                 for name in _NAMES:
-                    _bindings.pop(name)()
+                    unbind = _bindings.pop(name, None)
+                    if unbind is not None:
+                        unbind()
                 _machinery.restore()
 
+    try:
+        with _lock:
+            for name in _NAMES:
+                if name not in _bindings:
+                    _bind(name, _readers[name])
+            for family in families:
+                family.start(clock)
+            offsets = {name: reader.carry for name, reader in _readers.items()}
+            _machinery.steady(offsets)
+        for module_name in _machinery.missing():
+            watches.append(when_imported(module_name, _steadying(offsets)))
+    except BaseException:
+        undo()
+        raise
     return undo
+
+
+def _steadying(offsets: dict[str, Any]) -> Callable[[], Callable[[], None]]:
+    """What an import watch runs: the steady clock for a machinery module imported now. It
+    stays when the watch goes, as the steady clock of every machinery module does."""
+
+    def install() -> Callable[[], None]:
+        with _lock:
+            _machinery.steady(offsets)
+        return lambda: None
+
+    return install
 
 
 def carries() -> dict[str, float | int]:
@@ -320,6 +360,10 @@ _MACHINERY: Final = (
     ("queue", "time", "monotonic"),
     ("trio._core._run", "perf_counter", "perf_counter"),
     ("_pytest.timing", "perf_counter", "perf_counter"),
+    ("multiprocessing.connection", "time", None),
+    ("multiprocessing.synchronize", "time", None),
+    ("multiprocessing.queues", "time", None),
+    ("multiprocessing.managers", "time", None),
 )
 
 
@@ -345,6 +389,10 @@ class _Machinery:
                 value = _steady_function(reader, offsets.get(reader, 0))
             setattr(module, key, value)
             self._changed.append((module, key, usual, value))
+
+    def missing(self) -> list[str]:
+        """The machinery modules not imported yet."""
+        return sorted({name for name, _, _ in _MACHINERY if name not in sys.modules})
 
     def restore(self) -> None:
         changed, self._changed = self._changed, []

@@ -288,6 +288,22 @@ def _modules_shape() -> tuple[int, str | None]:
     return len(sys.modules), next(reversed(sys.modules.keys()), None)
 
 
+def _imported_since(shape: tuple[int, str | None]) -> list[types.ModuleType]:
+    """The modules imported since ``sys.modules`` had ``shape``: new names go to the end of
+    it, so they are the ones after the name that was last then (all of them, should that one
+    have been removed meanwhile)."""
+    if _modules_shape() == shape:
+        return []
+    names = list(sys.modules)
+    last = shape[1]
+    if last is not None and sys.modules.get(last) is not None:
+        for position in range(len(names) - 1, -1, -1):
+            if names[position] == last:
+                names = names[position + 1 :]
+                break
+    return [module for name in names if (module := sys.modules.get(name)) is not None]
+
+
 def _forget_captured(
     replacements: dict[str, Any], watched: dict[int, Any], shape: tuple[int, str | None]
 ) -> None:
@@ -296,12 +312,13 @@ def _forget_captured(
     A module imported meanwhile that did ``from asyncio import sleep`` (anyio's asyncio
     backend does) took the clock's replacement, which would outlive the clock: look through
     them, the libraries' own included, when anything was imported at all."""
-    if _modules_shape() == shape:
+    imported = _imported_since(shape)
+    if not imported:
         return
     real = {_kind_of(value): value for value in watched.values()}
     # id(replacement) -> (the replacement, the real sleep it stands for)
     back = {id(mine): (mine, real[kind]) for kind, mine in replacements.items() if kind in real}
-    for module in list(sys.modules.values()):
+    for module in imported:
         namespace = getattr(module, "__dict__", None)
         if type(namespace) is not dict or back.keys().isdisjoint(map(id, list(namespace.values()))):
             continue

@@ -8,6 +8,7 @@ sleep functions while a session runs; docs/timing.md lists what that covers.
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 import threading
 from collections.abc import Callable
@@ -26,6 +27,9 @@ _MAX_SPINS: Final = 200
 _SETTLE: Final = 3
 _TRIO_SETTLE_SECONDS: Final = 1.0  # real time: a bound, not a pace
 _RECHECK: Final = 0.05  # real seconds between looks of a wait blocked behind an earlier one
+# The longest wait the platform's clocks can express (nanoseconds in a signed 64-bit integer):
+# time.sleep refuses longer, and the virtual clock never moves that far.
+_LONGEST: Final = 9.2e9
 
 
 async def _settle() -> None:
@@ -119,7 +123,10 @@ class VirtualClock:
         return self._epoch + self._elapsed
 
     def advance(self, seconds: float) -> None:
-        """Move the clock forward by ``seconds`` (negative values are ignored)."""
+        """Move the clock forward by ``seconds`` (negative values are ignored, and a value no
+        clock can read, infinite or NaN, is refused)."""
+        if not math.isfinite(seconds):
+            raise ValueError(f"the virtual clock cannot move by {seconds!r} seconds")
         if seconds > 0:
             with self._lock:
                 self._elapsed += seconds
@@ -127,6 +134,8 @@ class VirtualClock:
 
     def advance_to(self, deadline: float) -> None:
         """Move the clock to ``deadline`` (a :meth:`now` reading) if that is in the future."""
+        if not math.isfinite(deadline):
+            raise ValueError(f"the virtual clock cannot move to {deadline!r}")
         with self._lock:
             target = deadline - self._base
             if target > self._elapsed:
@@ -180,17 +189,26 @@ class VirtualClock:
     # -- sleeps made by the code under test ---------------------------------------------------
 
     def sleep(self, seconds: float, kind: str = "time.sleep") -> None:
-        """What ``time.sleep`` does on this clock: note the wait, advance, return at once."""
+        """What ``time.sleep`` does on this clock: note the wait, advance, return at once.
+        Refuses what the real one refuses (a negative length, NaN, one too large for the
+        platform's clock), so that the clock never reads a time no clock can."""
+        if math.isnan(seconds):
+            raise ValueError("Invalid value NaN (not a number)")
         if seconds < 0:
             raise ValueError("sleep length must be non-negative")
+        if not seconds < _LONGEST:
+            raise OverflowError("timestamp out of range for platform time_t")
         self.sleeps.append(Sleep(kind, self._elapsed, float(seconds)))
         self.advance(seconds)
 
     async def async_sleep(self, seconds: float, kind: str) -> None:
         """An async sleep: waits due earlier (other sleeps, replayed pieces) wake first, then
-        the clock jumps."""
+        the clock jumps. One longer than any clock can read (``math.inf``, what
+        ``anyio.sleep_forever()`` sleeps) waits until it is cancelled, and moves nothing."""
         seconds = max(float(seconds), 0.0)
         self.sleeps.append(Sleep(kind, self._elapsed, seconds))
+        if not seconds < _LONGEST:  # inf and NaN too: an event loop never fires them
+            await anyio.Event().wait()
         deadline = self.now() + seconds
         ticket = self._enter(deadline)
         try:
