@@ -68,8 +68,8 @@ LAYERS: list[tuple[str, ...]] = [
     # 6: the store
     STORE,
     # 7: on stored interactions alone: what record and replay tell whoever sent a request (the
-    # observer), and reading what a model answered (views)
-    ("_session.observer", "_answers.views"),
+    # observer), reading what a model answered (views), and the parts of a match
+    ("_session.observer", "_answers.views", "_session.parts", "_session.body_part"),
     # 8: record (and the parsing of a body as it arrives), replay, matching, and the checks a
     # loaded interaction passes before it plays
     (

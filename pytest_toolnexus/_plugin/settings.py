@@ -15,8 +15,8 @@ from typing import Any, Final
 
 from pytest_toolnexus._safety.mask import masked_repr
 from pytest_toolnexus._session.faults import Fault
-from pytest_toolnexus._session.match import MATCH_PRESETS, match_parts
 from pytest_toolnexus._session.modes import RecordMode, TimingMode
+from pytest_toolnexus._session.parts import MATCH_PRESETS, match_parts
 from pytest_toolnexus._store.cassette import meta_problem
 
 from .choices import (

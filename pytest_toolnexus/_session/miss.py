@@ -20,7 +20,8 @@ from pytest_toolnexus._seam.errors import CassetteMissError
 from pytest_toolnexus._seam.transport import TransportRequest
 from pytest_toolnexus._store.cassette import RecordedRequest
 
-from .match import Index, MatchRules, live_body
+from .body_part import live_body
+from .match import Index, MatchRules
 
 __all__ = ["body_closeness", "body_summary", "miss_error", "missing_error", "missing_message"]
 
@@ -74,10 +75,10 @@ def body_closeness(
 
     def closeness(recorded: RecordedRequest) -> float:
         if not sent:
-            kind, value = rules.body_value(live_body(request))
+            kind, value = rules.body.comparable(live_body(request))
             sent.append((kind, value, _leaves(value) if kind == "json" else Counter()))
         kind, body, sent_leaves = sent[0]
-        other_kind, value = rules.body_value(recorded.body)
+        other_kind, value = rules.body.comparable(recorded.body)
         if other_kind != kind:
             return 0.0
         if kind == "json":
