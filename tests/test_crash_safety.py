@@ -56,7 +56,7 @@ ZYGOTE = textwrap.dedent(
     import httpx
 
     from pytest_toolnexus import LiveTransport, use_cassette
-    from pytest_toolnexus._store import cassette as _cassette
+    from pytest_toolnexus._store import write as _write
 
     # Made once, before any fork: every recorder reuses its (empty) pool and TLS setup.
     LIVE = LiveTransport(httpx.Client(timeout=10))
@@ -67,7 +67,7 @@ ZYGOTE = textwrap.dedent(
         def mark(text):
             os.write(fd, text.encode())
 
-        real_write, real_fsync, real_replace = _cassette.write_atomic, os.fsync, os.replace
+        real_write, real_fsync, real_replace = _write.write_atomic, os.fsync, os.replace
 
         def write_atomic(path, data):
             mark("w")
@@ -84,7 +84,7 @@ ZYGOTE = textwrap.dedent(
             time.sleep(0.002)
             real_replace(src, dst)
 
-        _cassette.write_atomic = write_atomic
+        _write.write_atomic = write_atomic
         os.fsync, os.replace = fsync, replace
         try:
             for round_ in range(job["rounds"]):

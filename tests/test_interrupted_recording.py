@@ -330,7 +330,7 @@ def test_an_interrupted_async_block_keeps_the_recording_beside_the_cassette(tmp_
 def test_an_interrupted_recording_is_kept_in_the_temp_folder_when_its_folder_refuses_it(
     tmp_path, json_server, monkeypatch
 ):
-    from pytest_toolnexus._store import cassette as store
+    from pytest_toolnexus._store import write as store
 
     path = tmp_path / "tape.msgpack"
     real = store.write_atomic

@@ -1,4 +1,5 @@
-"""Data flows one way (DESIGN §1): each module imports only from the layers below its own.
+"""Data flows one way (DESIGN §1): each module imports only from the layers below its own,
+and no chain of imports ever leads back to where it started.
 
 The imports are read from the source with ``ast``, so an import inside a function or under
 ``if TYPE_CHECKING:`` counts as much as one at the top, and nothing is imported to check it.
@@ -7,6 +8,8 @@ A module that is not in ``LAYERS`` fails the suite until it is given a layer her
 
 import ast
 import fnmatch
+from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,17 +20,8 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent / PACKAGE
 
 # The package's folders are the parts of DESIGN §1 (docs/architecture.md); a folder is not a
 # layer. Each layer below is one step of the picture, and a module sits in the lowest layer it
-# can live in. A module belongs to the first pattern it matches, lowest layer first.
-
-# The cassette store and the gate every write of it goes through (redaction, then the secret
-# scan): one component, whose modules may import each other.
-STORE = (
-    "_store.*",
-    "_safety.redact_interaction",
-    "_safety.secrets",
-    "_safety.gate",
-    "_safety.joined",
-)
+# can live in. A module belongs to the pattern that names it exactly, else to the first
+# wildcard it matches, lowest layer first.
 
 LAYERS: list[tuple[str, ...]] = [
     # 0: leaves: the error vocabulary, what a secret looks like, which traffic a cassette
@@ -65,12 +59,20 @@ LAYERS: list[tuple[str, ...]] = [
     ("_bridges.*",),
     # 5: redacting headers and URLs, and the network tripwire
     ("_safety.redact", "_safety.tripwire"),
-    # 6: the store
-    STORE,
-    # 7: on stored interactions alone: what record and replay tell whoever sent a request (the
+    # 6: the store below the file: the records and their bodies, stream framing, reading bytes
+    # and placing them (the atomic write)
+    ("_store.*",),
+    # 7: on stored records: their redaction, and the secret scan (over stream text joined)
+    ("_safety.redact_interaction", "_safety.joined", "_safety.secrets"),
+    # 8: the gate, the one writer of a cassette: redact, scan, then write atomically
+    ("_safety.gate",),
+    # 9: the cassette (the document encoded and decoded, loaded, saved through the gate) and a
+    # recording session's write (merged with the file under a lock, then through the gate)
+    ("_store.cassette", "_store.recording"),
+    # 10: on stored interactions alone: what record and replay tell whoever sent a request (the
     # observer), reading what a model answered (views), and the parts of a match
     ("_session.observer", "_answers.views", "_session.parts", "_session.body_part"),
-    # 8: record (and the parsing of a body as it arrives), replay, matching, and the checks a
+    # 11: record (and the parsing of a body as it arrives), replay, matching, and the checks a
     # loaded interaction passes before it plays
     (
         "_session.record_body",
@@ -79,28 +81,30 @@ LAYERS: list[tuple[str, ...]] = [
         "_session.replay_check",
         "_session.match",
     ),
-    # 9: faults (applied to a replay plan), the miss message (reading the match index), and
+    # 12: faults (applied to a replay plan), the miss message (reading the match index), and
     # the record of one request sent (it keeps the plan's shaper)
     ("_session.faults", "_session.miss", "_session.sent"),
-    # 10: the session, which composes them for one cassette: its request path and its life
+    # 13: the session, which composes them for one cassette: its request path and its life
     ("_session.*",),
-    # 11: what builds on a session or on faults: the timing assertions, the builder of
+    # 14: what builds on a session or on faults: the timing assertions, the builder of
     # unrecorded answers (one module per provider) and the in-process model on it
     ("_timing.expect", "_answers.build*", "_answers.model"),
-    # 12: installing the bridges into the HTTP libraries, and the pytest plugin's own modules
+    # 15: installing the bridges into the HTTP libraries, and the pytest plugin's own modules
     ("_patching.*", "_plugin.*"),
-    # 13: the command line (with import-vcr and migrate)
+    # 16: the command line (with import-vcr and migrate)
     ("_cli.*",),
-    # 14: the public surface: the pytest11 entry point, the conformance kit, the package and
+    # 17: the public surface: the pytest11 entry point, the conformance kit, the package and
     # its public submodules
     ("plugin", "conformance", "__main__", "__init__", "faults", "build", "views"),
 ]
 
 # Imports allowed inside one layer besides a wildcard family's own (``_seam.*`` modules may
-# import each other): importer pattern -> patterns it may import.
+# import each other): importer pattern -> patterns it may import. None of them may close a
+# circle: test_no_import_circle fails on any, whatever this table allows.
 SAME_LAYER: dict[str, tuple[str, ...]] = {
-    **dict.fromkeys(STORE, STORE),  # the store is one component
     "_patching.install": ("_seam.errors",),
+    "_safety.secrets": ("_safety.joined",),
+    "_store.recording": ("_store.cassette",),
     "_safety.mask": ("_safety.rules",),
     "_timing.virtual": ("_timing.clock",),
     "_timing.readers": ("_timing.virtual",),
@@ -111,8 +115,6 @@ SAME_LAYER: dict[str, tuple[str, ...]] = {
     "_plugin.*": ("_patching.*",),
     "__main__": ("_cli.*",),
     "__init__": ("faults", "build", "views"),  # public submodules the package may re-export
-    "plugin": ("conformance",),
-    "conformance": ("plugin",),
 }
 
 SEAM_MODULES = (
@@ -126,10 +128,6 @@ SEAM_MODULES = (
     "_seam.served",
 )
 HTTP_MODULES = ("_bridges.compat", "_bridges.live", "_bridges.httpx")
-STORE_LAYER = 6
-# The layers that may import pytest: the plugin's own modules, the command line (migrate's
-# collection probe is a pytest plugin) and the public surface.
-PYTEST_LAYERS = (12, 13, 14)
 
 
 @dataclass(frozen=True)
@@ -206,12 +204,17 @@ def _read(module: str) -> str:
     return (PACKAGE_DIR / Path(*module.split("."))).with_suffix(".py").read_text("utf-8")
 
 
-def pattern_of(module: str) -> tuple[int, str] | None:
-    for layer, patterns in enumerate(LAYERS):
-        for pattern in patterns:
-            if fnmatch.fnmatchcase(module, pattern):
-                return layer, pattern
-    return None
+def pattern_of(module: str, layers: list[tuple[str, ...]] = LAYERS) -> tuple[int, str] | None:
+    """The layer and the pattern ``module`` belongs to: the pattern that names it, else the
+    first wildcard it matches, lowest layer first."""
+    matches = [
+        (layer, pattern)
+        for layer, patterns in enumerate(layers)
+        for pattern in patterns
+        if fnmatch.fnmatchcase(module, pattern)
+    ]
+    named = [match for match in matches if match[1] == module]
+    return (named or matches or [None])[0]
 
 
 def upward_imports(module: str, source: str) -> list[str]:
@@ -249,6 +252,11 @@ def layer_of(module: str) -> int:
     found = pattern_of(module)
     assert found is not None, f"{module} has no layer"
     return found[0]
+
+
+# The layers that may import pytest: the plugin's own modules, the command line (migrate's
+# collection probe is a pytest plugin) and the public surface.
+PYTEST_LAYERS = (layer_of("_plugin.serve"), layer_of("_cli.main"), layer_of("plugin"))
 
 
 def test_the_package_is_where_the_test_expects_it():
@@ -334,7 +342,7 @@ def test_only_bridges_and_their_patches_import_other_http_libraries():
 
 
 def test_the_store_never_imports_the_recorder_or_the_replayer():
-    store = [m for m in MODULES if pattern_of(m) is not None and layer_of(m) == STORE_LAYER]
+    store = [m for m in MODULES if fnmatch.fnmatchcase(m, "_store.*")]
     bad = {}
     for module in store:
         for imported in imports_of(module, _read(module)):
@@ -343,6 +351,95 @@ def test_the_store_never_imports_the_recorder_or_the_replayer():
                 bad.setdefault(module, []).append(target)
 
     assert not bad
+
+
+def import_graph(sources: Mapping[str, str]) -> dict[str, set[str]]:
+    """Each module of ``sources`` (name -> source) and the modules of ``sources`` it imports,
+    at any depth; importing a package counts as importing its ``__init__``."""
+    graph: dict[str, set[str]] = {}
+    for module, source in sources.items():
+        targets = graph.setdefault(module, set())
+        for imported in imports_of(module, source):
+            target = imported.internal
+            if target is not None and target not in sources and f"{target}.__init__" in sources:
+                target = f"{target}.__init__"
+            if target in sources and target != module:
+                targets.add(target)
+    return graph
+
+
+def _strongly_connected(graph: Mapping[str, Iterable[str]]) -> list[set[str]]:
+    """The groups of modules that each reach every other of their group (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[set[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.add(member)
+                if member == node:
+                    break
+            groups.append(group)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def _way_back(graph: Mapping[str, Iterable[str]], start: str, group: set[str]) -> list[str]:
+    """The shortest chain of imports from ``start`` back to itself, inside ``group``."""
+    previous: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        node = queue.popleft()
+        for nxt in sorted(graph.get(node, ())):
+            if nxt == start:
+                back = [node]
+                while back[-1] != start:
+                    back.append(previous[back[-1]])
+                return [*reversed(back), start]
+            if nxt in group and nxt not in previous:
+                previous[nxt] = node
+                queue.append(nxt)
+    raise AssertionError(f"{start} is in a group it cannot get back to")
+
+
+def circles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """One import circle for each group of modules that import each other, directly or
+    through others, as the chain from its first module back to it (``["a", "b", "a"]``)."""
+    found = []
+    for group in _strongly_connected(graph):
+        start = min(group)
+        if len(group) > 1 or start in graph.get(start, ()):
+            found.append(_way_back(graph, start, group))
+    return sorted(found)
+
+
+def test_no_import_circle():
+    found = circles(import_graph({module: _read(module) for module in MODULES}))
+
+    assert not found, (
+        "import circles (each module imports the next, at some depth):\n"
+        + "\n".join(f"  {' -> '.join(circle)}" for circle in found)
+        + "\nBreak each: move what both need into a module below both, or let the lower one "
+        "take it as an argument (a Protocol), and give every module its place in LAYERS."
+    )
 
 
 # The checker itself: it must see every spelling of an import.
@@ -397,7 +494,7 @@ def test_the_checker_flags_an_upward_import_hidden_in_a_function():
 
     assert problems == [
         f"{PACKAGE}/_seam.transport.py:2 imports _bridges.live (layer 4) from layer 2",
-        f"{PACKAGE}/_seam.transport.py:3 imports plugin (layer 14) from layer 2",
+        f"{PACKAGE}/_seam.transport.py:3 imports plugin (layer {layer_of('plugin')}) from layer 2",
     ]
 
 
@@ -408,26 +505,42 @@ def test_the_checker_allows_listed_same_layer_imports_only():
     assert upward_imports("_timing.clock", "from .virtual import VirtualClock") == [
         f"{PACKAGE}/_timing.clock.py:1 imports _timing.virtual (layer 3) from layer 3"
     ]
+    faults = layer_of("_session.faults")
     assert upward_imports("_session.faults", "from .miss import miss_error") == [
-        f"{PACKAGE}/_session.faults.py:1 imports _session.miss (layer 9) from layer 9"
+        f"{PACKAGE}/_session.faults.py:1 imports _session.miss (layer {faults}) from layer {faults}"
     ]
-    assert upward_imports("_store.cassette", "from pytest_toolnexus._session import record") == [
-        f"{PACKAGE}/_store.cassette.py:1 imports _session.record (layer 8) from layer 6"
+    assert upward_imports("_store.records", "from pytest_toolnexus._session import record") == [
+        f"{PACKAGE}/_store.records.py:1 imports _session.record "
+        f"(layer {layer_of('_session.record')}) from layer {layer_of('_store.records')}"
+    ]
+    # the cassette sits above the gate it saves through, the records below it
+    assert upward_imports("_store.cassette", "from pytest_toolnexus._safety import gate") == []
+    assert upward_imports("_safety.gate", "from pytest_toolnexus._store import cassette") == [
+        f"{PACKAGE}/_safety.gate.py:1 imports _store.cassette "
+        f"(layer {layer_of('_store.cassette')}) from layer {layer_of('_safety.gate')}"
     ]
 
 
 def test_importing_the_package_from_inside_counts_as_importing_the_top_layer():
     assert upward_imports("_session.replay", "from pytest_toolnexus import Headers") == [
-        f"{PACKAGE}/_session.replay.py:1 imports __init__ (layer 14) from layer 8"
+        f"{PACKAGE}/_session.replay.py:1 imports __init__ (layer {layer_of('__init__')}) "
+        f"from layer {layer_of('_session.replay')}"
     ]
 
 
 def test_modules_that_do_not_exist_yet_still_have_a_layer():
-    assert pattern_of("_store.sqlite") == (STORE_LAYER, "_store.*")
+    assert pattern_of("_store.sqlite") == (layer_of("_store.write"), "_store.*")
     assert pattern_of("_seam.websocket") == (2, "_seam.*")
     assert pattern_of("_providers.mistral") == (1, "_providers.*")
-    assert pattern_of("_cli.record") == (13, "_cli.*")
+    assert pattern_of("_cli.record") == (layer_of("_cli.main"), "_cli.*")
     assert pattern_of("_brand_new") is None
+
+
+def test_a_module_named_in_the_table_takes_that_layer_before_its_folder_wildcard():
+    layers = [("a.*",), ("b",), ("a.top",)]
+
+    assert pattern_of("a.top", layers) == (2, "a.top")
+    assert pattern_of("a.low", layers) == (0, "a.*")
 
 
 def private_names_reached(module: str, source: str) -> list[str]:
@@ -478,10 +591,32 @@ def test_the_private_name_check_sees_both_spellings():
         "from pytest_toolnexus._session.session import _redacted, CassetteSession\n"
         "from pytest_toolnexus._store import cassette\n"
         "cassette._ms(1)\n"
-        "cassette.write_atomic\n"
+        "cassette.load_cassette\n"
     )
 
     assert private_names_reached("_cli.import_vcr", source) == [
         f"{PACKAGE}/_cli.import_vcr.py:1 imports the private name _redacted from _session.session",
         f"{PACKAGE}/_cli.import_vcr.py:3 reads the private name _ms of _store.cassette",
     ]
+
+
+def test_the_circle_check_finds_a_circle_in_a_made_up_graph():
+    graph = {"a": {"b"}, "b": {"c", "d"}, "c": {"a"}, "d": set(), "e": {"e"}, "f": {"a"}}
+
+    assert circles(graph) == [["a", "b", "c", "a"], ["e", "e"]]
+    assert circles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_the_circle_check_reads_a_circle_through_a_function_and_type_checking():
+    sources = {
+        "_x.one": "def later():\n    from pytest_toolnexus._x.two import Two\n",
+        "_x.two": (
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n"
+            "    from pytest_toolnexus._x.three import Three\n"
+        ),
+        "_x.three": "import pytest_toolnexus._x.one\n",
+        "_x.apart": "from pytest_toolnexus._x.one import later\n",
+    }
+
+    assert circles(import_graph(sources)) == [["_x.one", "_x.two", "_x.three", "_x.one"]]

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 __all__ = ["PREVIEW", "main"]
 
 PREVIEW: Final = 100
-"""Characters of each stream row's text in ``show``, unless ``--width`` says otherwise (here,
-not in show.py, so that ``--help`` can name it without importing show)."""
+"""Characters of each stream row's text in ``show``, unless ``--width`` says otherwise (the
+parser's default, which show.py is always given)."""
 
 _SHOW_EXAMPLES: Final = """examples:
   pytest-toolnexus show cassettes/tests/test_chat/test_stream.msgpack

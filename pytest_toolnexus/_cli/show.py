@@ -24,14 +24,12 @@ from pytest_toolnexus._store.cassette import (
     load_cassette,
 )
 
-from .main import PREVIEW
-
 __all__ = ["show"]
 
 _BAR: Final = 40
 
 
-def _short(value: Any, width: int = PREVIEW) -> str:
+def _short(value: Any, width: int) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return text if len(text) <= width else text[: max(width - 3, 1)] + "..."
 
@@ -87,9 +85,7 @@ def _distinct(payloads: list[Any], width: int) -> list[str]:
     return rows
 
 
-def _body_lines(
-    body: Body, t_end: float, headers: Headers | None = None, width: int = PREVIEW
-) -> Iterator[str]:
+def _body_lines(body: Body, t_end: float, headers: Headers | None, width: int) -> Iterator[str]:
     if isinstance(body, EmptyBody):
         length = None if headers is None else headers.get("content-length")
         if length is None or length.strip() == "0":
@@ -150,7 +146,7 @@ class _Masked:
         self._out.flush()
 
 
-def show(path: Path, stream: TextIO, *, with_path: bool = True, width: int = PREVIEW) -> int:
+def show(path: Path, stream: TextIO, *, with_path: bool = True, width: int) -> int:
     out: Any = _Masked(stream, SecretScanner())
     try:
         return _render(path, out, with_path=with_path, width=width)
@@ -166,7 +162,7 @@ def show(path: Path, stream: TextIO, *, with_path: bool = True, width: int = PRE
         return 1
 
 
-def _render(path: Path, out: TextIO, *, with_path: bool = True, width: int = PREVIEW) -> int:
+def _render(path: Path, out: TextIO, *, with_path: bool, width: int) -> int:
     try:
         cassette = load_cassette(path)
         cassette.decode()
@@ -188,7 +184,7 @@ def _render(path: Path, out: TextIO, *, with_path: bool = True, width: int = PRE
         print(f"\n#{number} {request.method} {request.url}", file=out)
         for name, value in request.headers.multi_items():
             print(f"  {name}: {value}", file=out)
-        for line in _body_lines(request.body, 0.0):
+        for line in _body_lines(request.body, 0.0, None, width):
             print(line, file=out)
         if interaction.error is not None:
             error = interaction.error

@@ -17,8 +17,8 @@ import functools
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from ._answer import ProviderView, ToolCallView, Usage, ViewError, cut, shown
-from ._protocol import Dialect, Name, Piece, WireRequest
+from ._answer import Name, Piece, ProviderView, ToolCallView, Usage, ViewError, cut, shown
+from ._protocol import Dialect, WireRequest
 from .anthropic import DIALECT as ANTHROPIC
 from .bedrock import DIALECT as BEDROCK
 from .bedrock import EXCEPTION_PREFIX

@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-from ._protocol import Name, Piece
+from typing import Any, Literal
 
 __all__ = [
     "Answer",
+    "Name",
+    "Piece",
     "ProviderView",
     "ToolCallView",
     "Usage",
@@ -27,6 +27,14 @@ __all__ = [
     "shown",
     "usage",
 ]
+
+
+Name = Literal["openai", "openai-responses", "anthropic", "gemini", "ollama", "bedrock"]
+
+Piece = tuple[float | None, str | None, Any]
+"""One piece of an answer: ``(seconds since the request was sent or None, event name or None,
+payload)``. The payload is the parsed JSON of an SSE event, an NDJSON line, an event stream
+frame or a whole body, or its text when it is not JSON (``"[DONE]"``)."""
 
 
 class ViewError(ValueError):

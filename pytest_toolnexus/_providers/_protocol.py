@@ -11,20 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
-if TYPE_CHECKING:
-    from ._answer import ProviderView
+from ._answer import Name, Piece, ProviderView
 
-__all__ = ["Dialect", "Name", "Piece", "WireRequest"]
-
-Name = Literal["openai", "openai-responses", "anthropic", "gemini", "ollama", "bedrock"]
-
-Piece = tuple[float | None, str | None, Any]
-"""One piece of an answer: ``(seconds since the request was sent or None, event name or None,
-payload)``. The payload is the parsed JSON of an SSE event, an NDJSON line, an event stream
-frame or a whole body, or its text when it is not JSON (``"[DONE]"``)."""
+__all__ = ["Dialect", "WireRequest"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,8 @@ from typing import Any, Final
 
 from ._answer import (
     Answer,
+    Name,
+    Piece,
     ProviderView,
     ViewError,
     cut,
@@ -29,7 +31,7 @@ from ._answer import (
     shown,
     usage,
 )
-from ._protocol import Name, Piece, WireRequest
+from ._protocol import WireRequest
 
 __all__ = ["DIALECT", "AnthropicMessages"]
 

@@ -11,6 +11,8 @@ from urllib.parse import unquote
 
 from ._answer import (
     Answer,
+    Name,
+    Piece,
     ProviderView,
     ViewError,
     items,
@@ -20,7 +22,7 @@ from ._answer import (
     shown,
     usage,
 )
-from ._protocol import Name, Piece, WireRequest
+from ._protocol import WireRequest
 
 __all__ = ["DIALECT", "BedrockConverse"]
 

@@ -15,6 +15,8 @@ from typing import Any, Final
 
 from ._answer import (
     Answer,
+    Name,
+    Piece,
     ProviderView,
     cut,
     items,
@@ -23,7 +25,7 @@ from ._answer import (
     raw_reason,
     usage,
 )
-from ._protocol import Name, Piece, WireRequest
+from ._protocol import WireRequest
 
 __all__ = ["DIALECT", "Gemini"]
 

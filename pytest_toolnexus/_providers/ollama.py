@@ -9,8 +9,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ._answer import Answer, ProviderView, cut, items, mappings, obj, raw_reason, usage
-from ._protocol import Name, Piece, WireRequest
+from ._answer import Answer, Name, Piece, ProviderView, cut, items, mappings, obj, raw_reason, usage
+from ._protocol import WireRequest
 
 __all__ = ["DIALECT", "Ollama"]
 

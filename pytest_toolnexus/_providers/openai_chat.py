@@ -10,6 +10,8 @@ from typing import Any, Final
 
 from ._answer import (
     Answer,
+    Name,
+    Piece,
     ProviderView,
     ViewError,
     cut,
@@ -19,7 +21,7 @@ from ._answer import (
     raw_reason,
     usage,
 )
-from ._protocol import Name, Piece, WireRequest
+from ._protocol import WireRequest
 
 __all__ = ["DIALECT", "OpenAIChat", "openai_error_body"]
 

@@ -18,6 +18,8 @@ from typing import Any, Final
 
 from ._answer import (
     Answer,
+    Name,
+    Piece,
     ProviderView,
     ViewError,
     items,
@@ -27,7 +29,7 @@ from ._answer import (
     shown,
     usage,
 )
-from ._protocol import Name, Piece, WireRequest
+from ._protocol import WireRequest
 from .openai_chat import openai_error_body
 
 __all__ = ["DIALECT", "OpenAIResponses"]

@@ -1,11 +1,16 @@
-"""The gate every write of a cassette passes: redact, scan, and only then encode.
+"""The gate every write of a cassette passes, and the one writer: redact, scan, then write.
 
 ``Cassette.save()``, a recording session's write, ``import-vcr``, ``migrate --write`` and the
 builder all come here, so what reaches the disk does not depend on the path that wrote it.
-The interactions are redacted (:func:`._store_redact.redacted`: credential headers and query
-values, account-identifier keys), then every string of the result and of ``meta`` is scanned
-for what still looks like a secret; a hit raises :class:`SecretFoundError`, which names where
-each secret sits and never its value, and nothing is written.
+The interactions are redacted (:func:`.redact_interaction.redacted`: credential headers and
+query values, account-identifier keys), then every string of the result and of ``meta`` is
+scanned for what still looks like a secret; a hit raises :class:`SecretFoundError`, which
+names where each secret sits and never its value, and nothing is written. What passes is
+encoded by the cassette itself and written atomically
+(:func:`pytest_toolnexus._store.write.write_atomic`).
+
+The gate sees a cassette as a :class:`Document`, so that it imports only what lies below it:
+the cassette, which asks the gate to save it, sits above.
 
 Writing a cassette as it is, unredacted and unscanned, takes the explicit
 ``Cassette.save(unsafe_verbatim=True)``; nothing here is ever skipped by default.
@@ -13,16 +18,34 @@ Writing a cassette as it is, unredacted and unscanned, takes the explicit
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
-from typing import Final
+from pathlib import Path
+from typing import Any, ClassVar, Final, Protocol, TypeVar
 
 from pytest_toolnexus._seam.errors import SecretFoundError
-from pytest_toolnexus._store.cassette import Cassette
+from pytest_toolnexus._store.records import Interaction
+from pytest_toolnexus._store.write import write_atomic
 
 from .redact_interaction import redacted
 from .secrets import SecretScanner
 
-__all__ = ["SAVE_FIX", "redacted_cassette", "refuse_secrets", "safe_bytes"]
+__all__ = ["SAVE_FIX", "Document", "redacted_cassette", "refuse_secrets", "safe_bytes", "save"]
+
+
+class Document(Protocol):
+    """What the gate writes: a cassette (``_store/cassette.py``'s dataclass), which encodes
+    itself."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+    path: Path
+    interactions: list[Interaction]
+    meta: dict[str, Any]
+
+    def to_bytes(self) -> bytes: ...
+
+
+D = TypeVar("D", bound=Document)
 
 SAVE_FIX: Final = (
     "Remove or redact the value before saving, or, for a value that is a known fake, pass it "
@@ -33,12 +56,12 @@ SAVE_FIX: Final = (
 _LISTED: Final = 10
 
 
-def redacted_cassette(cassette: Cassette) -> Cassette:
+def redacted_cassette(cassette: D) -> D:
     """A copy of ``cassette`` (same path and ``meta``) with every interaction redacted."""
-    return Cassette(cassette.path, [redacted(i) for i in cassette.interactions], cassette.meta)
+    return dataclasses.replace(cassette, interactions=[redacted(i) for i in cassette.interactions])
 
 
-def refuse_secrets(cassette: Cassette, scanner: SecretScanner, *, fix: str) -> None:
+def refuse_secrets(cassette: Document, scanner: SecretScanner, *, fix: str) -> None:
     """Raise :class:`SecretFoundError` when ``scanner`` finds a secret anywhere in
     ``cassette``: the message names the file, each place and the kind, then ``fix``."""
     hits = scanner.scan_cassette(cassette.meta, cassette.interactions)
@@ -54,7 +77,7 @@ def refuse_secrets(cassette: Cassette, scanner: SecretScanner, *, fix: str) -> N
 
 
 def safe_bytes(
-    cassette: Cassette,
+    cassette: Document,
     *,
     allow_secrets: Iterable[str] = (),
     scanner: SecretScanner | None = None,
@@ -65,3 +88,16 @@ def safe_bytes(
     safe = redacted_cassette(cassette)
     refuse_secrets(safe, scanner or SecretScanner(allow=allow_secrets), fix=fix)
     return safe.to_bytes()
+
+
+def save(
+    cassette: Document, *, allow_secrets: Iterable[str] = (), unsafe_verbatim: bool = False
+) -> None:
+    """Write ``cassette`` to its path atomically: redacted and scanned (see
+    :func:`safe_bytes`), or, with ``unsafe_verbatim``, exactly as it is."""
+    data = (
+        cassette.to_bytes()
+        if unsafe_verbatim
+        else safe_bytes(cassette, allow_secrets=allow_secrets)
+    )
+    write_atomic(cassette.path, data)

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_toolnexus._store.cassette import EventStreamBody, JsonBody, NdjsonBody, SseBody
+from pytest_toolnexus._store.bodies import EventStreamBody, JsonBody, NdjsonBody, SseBody
 
 __all__ = ["PIECES", "Thread", "threads"]
 

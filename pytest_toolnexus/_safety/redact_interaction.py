@@ -16,16 +16,15 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from pytest_toolnexus._store.cassette import (
+from pytest_toolnexus._store.bodies import (
     Body,
     EventStreamBody,
-    Interaction,
     JsonBody,
     NdjsonBody,
-    RecordedRequest,
     SseBody,
     TextBody,
 )
+from pytest_toolnexus._store.records import Interaction, RecordedRequest
 
 from .redact import ACCOUNT_KEYS, deep_mask_keys, mask_keys, redact_headers, redact_url
 

@@ -14,17 +14,16 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from pytest_toolnexus._seam.headers import Headers
-from pytest_toolnexus._store.cassette import (
+from pytest_toolnexus._store.bodies import (
     BytesBody,
     ChunksBody,
     EventStreamBody,
-    Interaction,
     JsonBody,
     NdjsonBody,
-    RecordedError,
     SseBody,
     TextBody,
 )
+from pytest_toolnexus._store.records import Interaction, RecordedError
 
 from .joined import threads
 from .mask import (

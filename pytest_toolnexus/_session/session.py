@@ -43,7 +43,7 @@ from pytest_toolnexus._store.cassette import (
     damage_reason,
     load_cassette,
 )
-from pytest_toolnexus._store.write import RecordingWriter
+from pytest_toolnexus._store.recording import RecordingWriter
 from pytest_toolnexus._timing.clock import Clock, InstantClock, RealClock, real_wall
 from pytest_toolnexus._timing.timepatch import install as install_clock
 from pytest_toolnexus._timing.timepatch import observe_sleeps
