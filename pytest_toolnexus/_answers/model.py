@@ -36,7 +36,7 @@ from .build import (
     tool_call_deltas,
 )
 
-__all__ = ["ModelReply", "ModelTransport", "Turn"]
+__all__ = ["ModelReply", "ModelTransport", "ModelTurn", "Turn"]
 
 Piece: TypeAlias = str | ToolCall
 ModelReply: TypeAlias = str | ToolCall | Mapping[str, Any] | Iterable[Piece]
@@ -55,6 +55,10 @@ class Turn:
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
     body: dict[str, Any]
+
+
+ModelTurn = Turn
+"""The name the package exports :class:`Turn` under (``pytest_toolnexus.ModelTurn``)."""
 
 
 def _pieces_of(reply: ModelReply) -> Iterator[Piece]:

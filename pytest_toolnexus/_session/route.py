@@ -45,6 +45,7 @@ from pytest_toolnexus._store.cassette import (
     RecordedRequest,
     damage_reason,
 )
+from pytest_toolnexus._store.records import corrupt_at
 from pytest_toolnexus._timing.clock import Clock
 
 from .faults import Fault, FaultSet, Shaping
@@ -235,12 +236,7 @@ class RequestPath:
         return handle
 
     def _corrupt(self, position: int | None, exc: BaseException) -> CassetteFormatError:
-        where = "an injected fault" if position is None else f"interaction {position}"
-        error = CassetteFormatError(
-            f"cassette {self.path} is corrupt at {where}: {damage_reason(exc)}; restore "
-            "the file from version control, or record it again with record mode 'all'",
-            path=str(self.path),
-        )
+        error = corrupt_at(self.path, position, damage_reason(exc))
         self.damaged.append(error)
         return error
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from pytest_toolnexus._seam.errors import CassetteFormatError
 from pytest_toolnexus._seam.transport import RequestBody, TransportResponse
 from pytest_toolnexus._store.cassette import Interaction, MalformedCassette
+from pytest_toolnexus._store.records import corrupt_at
 
 from .replay import Shaper
 
@@ -107,10 +108,7 @@ class Turn:
         self._keep(interaction)
 
     def malformed(self, problem: MalformedCassette) -> Exception:
-        where = "an injected fault" if self.position is None else f"interaction {self.position}"
-        error = CassetteFormatError(
-            f"cassette {self._path} is corrupt at {where}: {problem}", path=str(self._path)
-        )
+        error = corrupt_at(self._path, self.position, str(problem))
         if self._damaged is not None:
             self._damaged.append(error)
         return error

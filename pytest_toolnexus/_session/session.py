@@ -44,6 +44,7 @@ from pytest_toolnexus._store.cassette import (
     load_cassette,
 )
 from pytest_toolnexus._store.recording import RecordingWriter
+from pytest_toolnexus._store.records import corrupt_at
 from pytest_toolnexus._timing.clock import Clock, InstantClock, RealClock, real_wall
 from pytest_toolnexus._timing.timepatch import install as install_clock
 from pytest_toolnexus._timing.timepatch import observe_sleeps
@@ -191,12 +192,8 @@ class CassetteSession(RequestPath):
             except DAMAGE as exc:
                 # A URL with a port out of range or a broken IPv6 literal, a request body
                 # with bytes or NaN: the request cannot be matched, so the file is damaged.
-                raise CassetteFormatError(
-                    f"cassette {self.path} is corrupt at interaction {position}: its request "
-                    f"cannot be matched ({damage_reason(exc)}); restore the file from version "
-                    "control, or record it again with record mode 'all'",
-                    path=str(self.path),
-                ) from exc
+                reason = f"its request cannot be matched ({damage_reason(exc)})"
+                raise corrupt_at(self.path, position, reason) from exc
         self._may_record = record in ("new", "all") or (record == "once" and not self.existed)
         # Made before any request is sent: it refuses a path no write can succeed at, and
         # notes what the file is now, to tell at the write whether another writer wrote it.

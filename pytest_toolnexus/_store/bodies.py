@@ -178,17 +178,26 @@ class JsonBody:
         """The elements of a timed array, each at its time: ``[`` goes with the first and
         ``]`` with the last, so the pieces join to exactly :meth:`content`."""
         items = self.value if isinstance(self.value, list) else []
-        times = self.times or ()
-        if len(items) != len(times) or not items:
-            raise MalformedCassette(
-                f"a timed json body has {len(times)} time(s) for {len(items)} array element(s)"
-            )
-        last = 0.0
+        times = _element_times(items, self.times or ())
         final = len(items) - 1
         for index, (item, t) in enumerate(zip(items, times, strict=True)):
-            last = checked_time({"t": t}, last)
             text = ("[" if index == 0 else ",") + _json_line(item) + ("]" if index == final else "")
-            yield last, text.encode()
+            yield t, text.encode()
+
+
+def _element_times(items: Sequence[Any], times: Sequence[object]) -> list[float]:
+    """The arrival of each element of a timed JSON array, checked (one time per element, at
+    least one element) and each raised to the one before it."""
+    if len(items) != len(times) or not items:
+        raise MalformedCassette(
+            f"a timed json body has {len(times)} time(s) for {len(items)} array element(s)"
+        )
+    checked: list[float] = []
+    last = 0.0
+    for t in times:
+        last = checked_time(t, last)
+        checked.append(last)
+    return checked
 
 
 @masked_repr
@@ -221,9 +230,22 @@ class BytesBody:
         return self.data
 
 
+class _Pieces:
+    """What the stream bodies share: their bytes are their pieces joined."""
+
+    __slots__ = ()
+
+    def pieces(self) -> Iterator[tuple[float, bytes]]:
+        """Each piece's wire bytes with its arrival in ms, checked as it is read."""
+        raise NotImplementedError
+
+    def content(self) -> bytes:
+        return b"".join(piece for _, piece in self.pieces())
+
+
 @masked_repr
 @dataclass(frozen=True, slots=True)
-class SseBody:
+class SseBody(_Pieces):
     """A ``text/event-stream``: one stored map per event, each with its arrival ``t`` in ms.
 
     Events are kept as stored and turned into wire bytes only when replayed, so loading a
@@ -250,7 +272,7 @@ class SseBody:
             if type(t) is float and last <= t <= MAX_TIME_MS:  # noqa: SIM108
                 last = t
             else:
-                last = checked_time(raw, last)
+                last = checked_time(t, last)
             if len(raw) == 2 and "data" in raw:
                 # The common event, {"t", "data"}: its wire form without the general path.
                 # Compact JSON holds no line break, so it is one data line.
@@ -259,9 +281,6 @@ class SseBody:
                 yield last, encode_sse_event(sse_event_of(raw))
         if self.tail:
             yield last, self.tail.encode()
-
-    def content(self) -> bytes:
-        return b"".join(piece for _, piece in self.pieces())
 
 
 def sse_event_of(raw: Mapping[str, Any]) -> SseEvent:
@@ -312,7 +331,7 @@ def sse_event_doc(t_ms: float, event: SseEvent, parse: bool = True) -> dict[str,
 
 @masked_repr
 @dataclass(frozen=True, slots=True)
-class NdjsonBody:
+class NdjsonBody(_Pieces):
     """Newline-delimited JSON: one stored map per line, each with its arrival ``t`` in ms."""
 
     lines: Sequence[Mapping[str, Any]]
@@ -330,7 +349,7 @@ class NdjsonBody:
         for raw in self.lines:
             if not isinstance(raw, Mapping):
                 raise MalformedCassette("an NDJSON line must be a map")
-            last = checked_time(raw, last)
+            last = checked_time(raw.get("t"), last)
             if "value" in raw:
                 text = _json_line(raw["value"])
             else:
@@ -339,13 +358,10 @@ class NdjsonBody:
         if self.tail:
             yield last, self.tail.encode()
 
-    def content(self) -> bytes:
-        return b"".join(piece for _, piece in self.pieces())
-
 
 @masked_repr
 @dataclass(frozen=True, slots=True)
-class ChunksBody:
+class ChunksBody(_Pieces):
     """Any other stream: byte chunks, each with its arrival ``t`` in ms."""
 
     chunks: Sequence[Mapping[str, Any]]
@@ -359,19 +375,16 @@ class ChunksBody:
         for raw in self.chunks:
             if not isinstance(raw, Mapping):
                 raise MalformedCassette("a stream chunk must be a map")
-            last = checked_time(raw, last)
+            last = checked_time(raw.get("t"), last)
             data = raw.get("data")
             if not isinstance(data, bytes):
                 raise MalformedCassette("a stream chunk's data must be binary")
             yield last, data
 
-    def content(self) -> bytes:
-        return b"".join(piece for _, piece in self.pieces())
-
 
 @masked_repr
 @dataclass(frozen=True, slots=True)
-class EventStreamBody:
+class EventStreamBody(_Pieces):
     """An AWS event stream (``application/vnd.amazon.eventstream``, Amazon Bedrock's
     streaming answers): one stored map per frame, with its arrival ``t`` in ms, its headers
     decoded and its payload parsed where it is JSON. Replay encodes each frame again, byte for
@@ -392,16 +405,13 @@ class EventStreamBody:
         for raw in self.frames:
             if not isinstance(raw, Mapping):
                 raise MalformedCassette("an event stream frame must be a map")
-            last = checked_time(raw, last)
+            last = checked_time(raw.get("t"), last)
             try:
                 yield last, encode(frame_of(raw))
             except EventStreamError as exc:
                 raise MalformedCassette(f"an event stream frame cannot be encoded: {exc}") from exc
         if self.tail:
             yield last, self.tail
-
-    def content(self) -> bytes:
-        return b"".join(piece for _, piece in self.pieces())
 
 
 def frame_doc(t_ms: float, raw: bytes) -> dict[str, Any]:
@@ -465,12 +475,11 @@ Body: TypeAlias = (
 StreamBody: TypeAlias = SseBody | NdjsonBody | ChunksBody | EventStreamBody
 
 
-def checked_time(raw: Mapping[str, Any], floor: float) -> float:
-    """The stored time ``raw["t"]`` in ms, raised to ``floor`` (the previous piece's) if earlier.
+def checked_time(t: object, floor: float = 0.0) -> float:
+    """A stored time ``t`` in ms, raised to ``floor`` (the previous piece's) if earlier.
 
     Raises :class:`MalformedCassette` when it is not a number from 0 to :data:`MAX_TIME_MS`.
     """
-    t = raw.get("t")
     if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t <= MAX_TIME_MS:
         raise MalformedCassette(
             f"an event time 't' must be a number of ms from 0 to {MAX_TIME_MS:.0e}, "
@@ -526,13 +535,7 @@ def body_from_doc(doc: object, *, timed: bool) -> Body:
             raise MalformedCassette(
                 "a json body's 'times' must be a list, in a response whose value is an array"
             )
-        if len(times) != len(value) or not value:
-            raise MalformedCassette(
-                f"a json body has {len(times)} time(s) for {len(value)} array element(s)"
-            )
-        last = 0.0
-        for t in times:
-            last = checked_time({"t": t}, last)
+        _element_times(value, times)
         return JsonBody(value, tuple(float(t) for t in times))
     if kind == "text":
         return TextBody(checked_str(doc.get("text"), "a text body"))

@@ -51,6 +51,7 @@ from .records import (
     RecordedError,
     RecordedRequest,
     RecordedResponse,
+    corrupt_at,
     damage_reason,
 )
 from .sniff import looks_like
@@ -146,10 +147,7 @@ class Cassette:
                     for _ in body.pieces():
                         pass
             except (MalformedCassette, TypeError, ValueError, RecursionError) as exc:
-                raise CassetteFormatError(
-                    f"cassette {self.path} is corrupt at interaction {index}: {damage_reason(exc)}",
-                    path=str(self.path),
-                ) from exc
+                raise corrupt_at(self.path, index, damage_reason(exc)) from exc
 
     def decode(self) -> None:
         """Decode every interaction's request, response and error now, as loading once did
@@ -289,9 +287,7 @@ class Cassette:
             else:
                 interactions.append(lazy(item, where, index))
                 continue
-            raise CassetteFormatError(
-                f"cassette {where} is corrupt at interaction {index}: {problem}", path=where
-            )
+            raise corrupt_at(where, index, problem)
         return cls(path=path, interactions=interactions, meta=meta)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from os import PathLike
 from typing import Any, Final
 
 from pytest_toolnexus._safety.mask import masked_repr
@@ -34,6 +35,7 @@ __all__ = [
     "RecordedError",
     "RecordedRequest",
     "RecordedResponse",
+    "corrupt_at",
     "damage_reason",
 ]
 
@@ -58,7 +60,7 @@ class RecordedError:
         return cls(
             checked_str(doc.get("kind"), "an error kind"),
             checked_str(doc.get("message", ""), "an error message"),
-            checked_time({"t": t}, 0.0),
+            checked_time(t),
         )
 
 
@@ -139,8 +141,8 @@ class RecordedResponse:
             status=status,
             headers=_headers_from(doc.get("headers", [])),
             body=body_from_doc(doc.get("body", {"kind": "empty"}), timed=True),
-            t_headers=checked_time({"t": doc.get("t_headers", 0.0)}, 0.0),
-            t_end=checked_time({"t": doc.get("t_end", 0.0)}, 0.0),
+            t_headers=checked_time(doc.get("t_headers", 0.0)),
+            t_end=checked_time(doc.get("t_end", 0.0)),
             error=None if error is None else RecordedError.from_doc(error),
             complete=complete,
         )
@@ -267,12 +269,7 @@ class LoadedInteraction(Interaction):
                 return RecordedResponse.from_doc(raw)
             return RecordedError.from_doc(raw)
         except _DAMAGE as exc:
-            raise CassetteFormatError(
-                f"cassette {where} is corrupt at interaction {position}: "
-                f"{damage_reason(exc)}; restore the file from version control, or record it "
-                "again with record mode 'all'",
-                path=where,
-            ) from exc
+            raise corrupt_at(where, position, damage_reason(exc)) from exc
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Interaction):
@@ -305,3 +302,14 @@ def damage_reason(exc: BaseException) -> str:
     if isinstance(exc, RecursionError):
         return "a value is nested deeper than Python's recursion limit"
     return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+def corrupt_at(path: str | PathLike[str], position: int | None, reason: str) -> CassetteFormatError:
+    """The error for the cassette at ``path`` found damaged at interaction ``position`` (None:
+    in a fault injected into it), for ``reason``: it names the file, the place and the fix."""
+    where = "an injected fault" if position is None else f"interaction {position}"
+    return CassetteFormatError(
+        f"cassette {path} is corrupt at {where}: {reason}; restore the file from version "
+        "control, or record it again with record mode 'all'",
+        path=str(path),
+    )
