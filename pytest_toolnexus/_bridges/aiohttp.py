@@ -264,8 +264,8 @@ class AiohttpBridge:
 
     >>> session = aiohttp.ClientSession(middlewares=(AiohttpBridge(my_async_transport),))
 
-    A request marked as already being sent live (:func:`~._served.sending`) goes on to the
-    handler untouched, as does one for which ``passes(url)`` is true.
+    A request marked as already being sent live (:func:`~pytest_toolnexus._seam.served.sending`)
+    goes on to the handler untouched, as does one for which ``passes(url)`` is true.
     """
 
     def __init__(

@@ -11,7 +11,8 @@ configured on the client still apply.
 Left alone: transports that answer in-process by design and that a user passed in explicitly
 (``MockTransport``, ``WSGITransport``, ``ASGITransport``, a bridge of ours), and the session's own
 live clients (:class:`DirectLive`), which record for seam transports. A request being sent
-live for a served one (:func:`~._served.sending`) passes every patch untouched.
+live for a served one (:func:`~pytest_toolnexus._seam.served.sending`) passes every patch
+untouched.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The bridges for HTTP libraries other than httpx: each installs when its library is imported.
 
 A cassette in use calls :func:`patch_libraries`; a library not yet imported gets a watch that
-installs its bridge the moment it is (:func:`~._patch_imports.when_imported`), so no library is
+installs its bridge the moment it is (:func:`.imports.when_imported`), so no library is
 imported by the plugin, and a test that uses none of them pays next to nothing.
 """
 

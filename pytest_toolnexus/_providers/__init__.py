@@ -2,10 +2,11 @@
 dialect a request speaks.
 
 Every module that knows anything about a provider's API asks here: the recorder (the end of a
-stream), the bridges through ``_bodies`` (a URL that asks for a stream), the faults (the error
-body and the error event an SDK parses), the builder (endpoints, error answers), the views
-(reading an answer) and ``pytest-toolnexus check`` (what to read, and in-stream errors). A new
-dialect is one module with a ``DIALECT`` that keeps :class:`Dialect`, listed in ``DIALECTS``.
+stream), the seam's body rules (``_seam/bodies.py``: a URL that asks for a stream), the faults
+(the error body and the error event an SDK parses), the builder (endpoints, error answers), the
+views (reading an answer) and ``pytest-toolnexus check`` (what to read, and in-stream errors). A
+new dialect is one module with a ``DIALECT`` that keeps :class:`Dialect`, listed in
+``DIALECTS``.
 
 The layer knows nothing of transports or cassettes: it is asked about method, URL, headers and
 parsed pieces, so that the seam's own modules may ask it too.

@@ -1,4 +1,4 @@
-"""What the request path tells whoever sent a request: one small Protocol, no callbacks.
+"""What the request path tells whoever sent a request: one small Protocol of five calls.
 
 Replay (:func:`~pytest_toolnexus._session.replay.play`) and recording
 (:class:`~pytest_toolnexus._session.record.RecordingTransport`) report each request's progress to an

@@ -217,9 +217,10 @@ class _Sinks:
 
 
 class RecordingTransport:
-    """A seam transport, sync and async (a :class:`~._seam.DualTransport`), that sends through
-    ``live`` and hands each finished interaction to ``on_record``, while the client reads every
-    chunk as it arrives. Calling it sends through ``live`` from sync code; ``acall`` sends
+    """A seam transport, sync and async (a
+    :class:`~pytest_toolnexus._seam.transport.DualTransport`), that sends through ``live`` and
+    hands each finished interaction to ``on_record``, while the client reads every chunk as it
+    arrives. Calling it sends through ``live`` from sync code; ``acall`` sends
     through ``live``'s async side (``live.acall``, or ``live`` itself when it is an async
     callable).
 

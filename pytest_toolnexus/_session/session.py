@@ -5,7 +5,7 @@ This is the object the pytest plugin hands to tests as the ``cassette`` fixture,
 
 Why one module of just over 400 lines: what is left is the lifecycle alone (the constructor that
 checks the modes, loads the file and picks the clock; start, close and the write; the reports
-at the end). The request path is in ``_route``, and each request's record in ``_sent``.
+at the end). The request path is in :mod:`.route`, and each request's record in :mod:`.sent`.
 """
 
 from __future__ import annotations
@@ -272,9 +272,9 @@ class CassetteSession(RequestPath):
         ``installation`` when one is given (the plugin's, which also holds its http patches
         and network tripwire, and takes them all off together), else into one this session
         opens and :meth:`close` closes; either way one cassette at a time can be installed in
-        a process (:class:`~._install.AlreadyInstalledError` names both). Starting a started
-        session does nothing; starting a closed one raises :class:`SessionClosedError`,
-        since a session serves one block (one test).
+        a process (:class:`~pytest_toolnexus._seam.errors.AlreadyInstalledError` names both).
+        Starting a started session does nothing; starting a closed one raises
+        :class:`SessionClosedError`, since a session serves one block (one test).
         """
         if self._state is State.CLOSED:
             raise SessionClosedError(
