@@ -20,6 +20,7 @@ from pytest_toolnexus import (
     RecordedResponse,
     load_cassette,
 )
+from pytest_toolnexus._seam.depth import MAX_DEPTH
 from pytest_toolnexus._store.cassette import FORMAT, JsonBody, SseBody
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,9 +150,12 @@ def test_check_fails_on_a_file_from_a_newer_format_version(tmp_path):
 
 
 def test_check_handles_a_cassette_nested_deeper_than_the_recursion_limit(tmp_path):
-    # msgpack carries ~1000 levels; the scan used to recurse once per level and crash.
-    deep = stream_cassette(tmp_path / "deep.msgpack", depth=470)
-    deep_leak = stream_cassette(tmp_path / "deep_leak.msgpack", depth=470, extra=FAKE_KEY)
+    # The scan used to recurse once per level and crash. 481 levels (within MAX_DEPTH, 500)
+    # are more than a walk of two frames a level reaches: scanned; 941 are more than a
+    # cassette holds: refused naming the limit, as replay refuses them, on every Python.
+    deep = stream_cassette(tmp_path / "deep.msgpack", depth=240)
+    deep_leak = stream_cassette(tmp_path / "deep_leak.msgpack", depth=240, extra=FAKE_KEY)
+    too_deep = stream_cassette(tmp_path / "too_deep.msgpack", depth=470)
 
     code, out = run("check", tmp_path)
 
@@ -160,6 +164,8 @@ def test_check_handles_a_cassette_nested_deeper_than_the_recursion_limit(tmp_pat
     assert f"ok   {deep} (1 interaction)" in out
     assert f"FAIL {deep_leak}: 1 secret(s)" in out
     assert FAKE_KEY not in out
+    assert f"FAIL {too_deep}: cassette {too_deep} is corrupt at interaction 0: " in out
+    assert f"nested deeper than {MAX_DEPTH} levels" in out
 
 
 def test_check_finds_no_cassette_in_an_empty_folder_and_ignores_temp_files(tmp_path):

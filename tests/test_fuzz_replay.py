@@ -38,6 +38,7 @@ import pytest
 
 from pytest_toolnexus import CassetteSession, load_cassette
 from pytest_toolnexus._cli.main import main as cli_main
+from pytest_toolnexus._seam.depth import MAX_DEPTH
 from pytest_toolnexus._seam.errors import (
     CassetteError,
     CassetteFormatError,
@@ -347,6 +348,8 @@ def test_the_named_defects_of_issue_14_are_refused_naming_the_interaction(folder
         "a header no wire carries": (("interactions", 0, "response", "headers"), [["x", "a\r\nb"]]),
         "a bad port": (("interactions", 0, "request", "url"), "https://h.invalid:99999/"),
         "an IPv6 literal": (("interactions", 0, "request", "url"), "https://[::1/"),
+        # Past MAX_DEPTH (500): refused on every Python, not only where the C encoder meets
+        # the recursion limit (3.11; 3.12 and 3.13 encode 995 levels).
         "nesting past 990": (("interactions", 0, "response", "body", "value"), Deep(995)),
         "t: inf": (("interactions", 0, "response", "t_end"), math.inf),
         # Found by the manual run (20x): the virtual clock's start, out of any date's range.
@@ -362,6 +365,61 @@ def test_the_named_defects_of_issue_14_are_refused_naming_the_interaction(folder
     outcome = replay(pack_with(doc, path, [["x", "caf\u00e9"]]), "a non-ASCII header")
     assert outcome == "replayed", outcome
     finish(replay, "the named defects")
+
+
+DEEP_PLACES = {
+    "a JSON answer": ("interactions", 0, "response", "body", "value"),
+    "an SSE event's data": ("interactions", 1, "response", "body", "events", 0, "data"),
+    "an NDJSON line": ("interactions", 2, "response", "body", "lines", 0, "value"),
+    "a recorded request's JSON body": ("interactions", 0, "request", "body", "value"),
+}
+
+
+def _at_depth(frames, call):
+    """``call()`` run ``frames`` frames deeper than here, as code under test runs it."""
+    return call() if frames <= 0 else _at_depth(frames - 1, call)
+
+
+def _replay_every_interaction(path: Path) -> None:
+    interactions = load_cassette(path).interactions
+    with CassetteSession(path, wire_check=False, on_unused="ignore") as session:
+        for interaction in interactions:
+            recorded = interaction.request
+            request = TransportRequest(
+                recorded.method,
+                recorded.url,
+                recorded.headers,
+                request_body(recorded.body),  # type: ignore[arg-type]
+                stream=True,
+            )
+            with contextlib.suppress(TransportError, ReplayError):  # as the seed recorded
+                drain(session.transport(request))
+
+
+@pytest.mark.parametrize("place", DEEP_PLACES.values(), ids=DEEP_PLACES.keys())
+def test_a_value_nested_to_max_depth_replays_and_one_level_deeper_is_refused_naming_it(
+    folder, place
+):
+    """The depth a cassette holds is the product's own, the same on 3.11, 3.12 and 3.13, and
+    from 200 frames deep in the caller's stack: no answer depends on where the interpreter's
+    recursion limit falls (3.12 gave C code a limit of its own, so 995 levels replayed there
+    and were refused on 3.11)."""
+    doc = msgpack.unpackb(SEEDS["synthetic"], raw=False)
+    path = folder / "deep.msgpack"
+
+    path.write_bytes(pack_with(doc, place, Deep(MAX_DEPTH)))
+    load_cassette(path, validate=True)  # what `check` asks
+    _at_depth(200, lambda: _replay_every_interaction(path))
+
+    path.write_bytes(pack_with(doc, place, Deep(MAX_DEPTH + 1)))
+    with pytest.raises(CassetteFormatError) as checked:
+        load_cassette(path, validate=True)
+    with pytest.raises(CassetteFormatError) as replayed:
+        _at_depth(200, lambda: _replay_every_interaction(path))
+    for error in (checked.value, replayed.value):
+        assert str(path) in str(error)
+        assert f"interaction {place[1]}" in str(error)
+        assert "nested deeper than 500 levels" in str(error), error
 
 
 def test_check_and_show_report_deep_nesting_anywhere_without_a_traceback(tmp_path, capsys):

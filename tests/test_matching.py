@@ -7,12 +7,12 @@ gives the fix.
 import ast
 import json
 import re
-import sys
 
 import httpx
 import pytest
 
 from pytest_toolnexus._bridges.httpx import HTTPBridge
+from pytest_toolnexus._seam.depth import MAX_DEPTH
 from pytest_toolnexus._seam.errors import CassetteMissError
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.transport import TransportRequest, TransportResponse
@@ -709,24 +709,18 @@ def _nested(depth, leaf):
     return value
 
 
-def _stack_depth():
-    frame, depth = sys._getframe(), 0
-    while frame is not None:
-        frame, depth = frame.f_back, depth + 1
-    return depth
-
-
 def _at_depth(frames, call):
     """``call()`` run ``frames`` frames deeper than here, as code under test runs it."""
     return call() if frames <= 0 else _at_depth(frames - 1, call)
 
 
 def test_a_miss_deep_in_the_stack_on_a_deep_body_is_still_a_miss_that_says_so(tmp_path):
-    # A recorded body nested as deep as the open's check allows from here (two frames a
-    # level), then a miss sent from 200 frames deeper, where the walks that show how two
-    # bodies differ run out of stack: the miss is still reported, without the diff.
-    depth = (sys.getrecursionlimit() - _stack_depth() - 120) // 2
-    deep = {"model": "m", "tools": _nested(depth, 1)}
+    # A recorded body nested as deep as a cassette holds (MAX_DEPTH containers), then a miss
+    # sent from 200 frames deeper. The sent body still parses and is compared (no walk of
+    # matching recurses), but deepdiff, which shows how two bodies differ, recurses several
+    # frames a level and runs out of stack on every Python: the miss is still reported, as a
+    # miss between two JSON bodies, without the diff.
+    deep = {"model": "m", "tools": _nested(MAX_DEPTH - 1, 1)}
     path = tmp_path / "deep.msgpack"
     recorded = RecordedRequest(
         "POST", URL, Headers([("content-type", "application/json")]), JsonBody(deep)
@@ -737,5 +731,13 @@ def test_a_miss_deep_in_the_stack_on_a_deep_body_is_still_a_miss_that_says_so(tm
 
     with CassetteSession(path, record="none", on_unused="ignore") as session:
         request = TransportRequest("POST", URL, [("content-type", "application/json")], other)
-        with pytest.raises(CassetteMissError, match="nested deeper than Python's recursion"):
+        with pytest.raises(CassetteMissError) as caught:
             _at_depth(200, lambda: session.transport(request))
+        same = TransportRequest(
+            "POST", URL, [("content-type", "application/json")], json.dumps(deep).encode()
+        )
+        assert _at_depth(200, lambda: session.transport(same)).status == 200
+
+    message = str(caught.value)
+    assert "nested too deep to diff within Python's recursion limit" in message
+    assert "raw body" not in message  # the sent body was read as JSON, as at the open

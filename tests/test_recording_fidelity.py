@@ -26,7 +26,8 @@ from pytest_toolnexus import (
 )
 from pytest_toolnexus._patching.httpx import patch_http_clients
 from pytest_toolnexus._safety.rules import is_credential_field
-from pytest_toolnexus._store.cassette import ChunksBody, JsonBody
+from pytest_toolnexus._seam.depth import MAX_DEPTH
+from pytest_toolnexus._store.cassette import ChunksBody, JsonBody, TextBody
 from tests.support.fuzzing import counted, report_examples, scaled
 from tests.support.servers import Drip, Fixed, LoopbackServer
 
@@ -225,6 +226,34 @@ def test_a_payload_nested_past_the_recursion_limit_is_kept_as_text(tmp_path):
     assert live == again == ["data: " + deep, "", "data: [DONE]", ""]
     [interaction] = load_cassette(path).interactions
     assert interaction.response.body.events[0]["text"] == deep
+
+
+def _at_depth(frames, call):
+    """``call()`` run ``frames`` frames deeper than here, as code under test runs it."""
+    return call() if frames <= 0 else _at_depth(frames - 1, call)
+
+
+@pytest.mark.parametrize("extra", [0, 1], ids=["at MAX_DEPTH", "one level deeper"])
+def test_json_is_stored_parsed_to_max_depth_and_as_the_text_it_came_as_deeper(tmp_path, extra):
+    # The limit is the product's own, so the same on every Python and from deep in the
+    # caller's stack: 3.12 and 3.13 parse 995 levels in C, where 3.11 stops near its
+    # recursion limit less the caller's frames.
+    nested = ("[" * (MAX_DEPTH + extra) + "1" + "]" * (MAX_DEPTH + extra)).encode()
+    json_type = {"content-type": "application/json"}
+
+    def read(client, url):
+        answer = _at_depth(200, lambda: client.post(url, content=nested, headers=json_type))
+        return answer.content
+
+    handler = Fixed(200, [("content-type", "application/json")], nested)
+    live, again, path = record_and_replay(tmp_path, handler, read)
+
+    assert live == again == nested
+    [interaction] = load_cassette(path).interactions
+    kind = JsonBody if extra == 0 else TextBody
+    assert type(interaction.request.body) is kind
+    assert type(interaction.response.body) is kind
+    assert interaction.response.body.content() == nested
 
 
 @pytest.mark.parametrize("error", [RuntimeError("boom"), RecursionError("deep"), KeyError("k")])

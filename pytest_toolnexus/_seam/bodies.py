@@ -9,6 +9,7 @@ from typing import Final
 
 from pytest_toolnexus._providers import url_asks_for_stream
 
+from .depth import deeper_than, may_nest_deeper
 from .headers import Headers
 from .transport import JSONValue, RequestBody, TransportResponse
 
@@ -50,7 +51,7 @@ def decode_body(headers: Headers, content: bytes) -> RequestBody:
     """Parse ``content`` when the headers say JSON and it parses; otherwise keep the bytes.
 
     An empty body stays ``b""`` even when it was declared JSON, so nothing is invented on the
-    way back out.
+    way back out. JSON nested deeper than ``depth.MAX_DEPTH`` is kept as its bytes too.
     """
     if not is_json_type(headers.get("content-type", "")):
         return content
@@ -58,8 +59,10 @@ def decode_body(headers: Headers, content: bytes) -> RequestBody:
         return content
     try:
         value: JSONValue = json.loads(content)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return content
+    if may_nest_deeper(content) and deeper_than(value):
+        return content  # deeper than a cassette may hold: kept as the bytes, as any non-JSON
     return value
 
 
@@ -120,49 +123,47 @@ def wire_suspect(content: bytes | None) -> bool:
 
 
 def _wire_safe(value: object) -> bool:
-    """The quick pass of :func:`wire_problem`: no paths built unless something is wrong."""
-    if value is None or isinstance(value, str | bool):
-        return True
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, int):
-        return abs(value) <= _SAFE_INTEGER
-    if isinstance(value, dict):
-        return all(_wire_safe(item) for item in value.values())
-    if isinstance(value, list | tuple):
-        return all(_wire_safe(item) for item in value)
+    """The quick pass of :func:`wire_problem`: no paths built unless something is wrong.
+    Level by level, never recursing, so a body of any depth is walked on every Python."""
+    level = [value]
+    while level:
+        below: list[object] = []
+        for item in level:
+            if isinstance(item, dict):
+                below += item.values()
+            elif isinstance(item, list | tuple):
+                below += item
+            elif isinstance(item, float):
+                if not math.isfinite(item):
+                    return False
+            elif isinstance(item, int) and abs(item) > _SAFE_INTEGER:  # never a bool
+                return False
+        level = below
     return True
 
 
-def wire_problem(value: object, path: str = "root") -> str | None:
+def wire_problem(value: object) -> str | None:
     """Where a parsed body holds what no wire could carry, or None.
 
     NaN and the infinities are not JSON (``json.dumps(allow_nan=False)`` refuses them), and an
-    integer beyond 2**53 does not survive a JSON parser that reads numbers as doubles.
+    integer beyond 2**53 does not survive a JSON parser that reads numbers as doubles. The
+    first such value in document order is named, by its path from ``root``.
     """
-    if path == "root" and _wire_safe(value):
+    if _wire_safe(value):
         return None
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return None
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return f"{path} is {value!r}, which is not JSON"
-        return None
-    if isinstance(value, int):
-        if abs(value) > _SAFE_INTEGER:
-            return f"{path} is {value}, beyond 2**53, where JSON numbers lose precision"
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found = wire_problem(item, f"{path}[{key!r}]")
-            if found:
-                return found
-        return None
-    if isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            found = wire_problem(item, f"{path}[{index}]")
-            if found:
-                return found
+    pending: list[tuple[str, object]] = [("root", value)]
+    while pending:
+        path, item = pending.pop()
+        if isinstance(item, bool):
+            continue
+        if isinstance(item, float) and not math.isfinite(item):
+            return f"{path} is {item!r}, which is not JSON"
+        if isinstance(item, int) and abs(item) > _SAFE_INTEGER:
+            return f"{path} is {item}, beyond 2**53, where JSON numbers lose precision"
+        if isinstance(item, dict):
+            pending += [(f"{path}[{key!r}]", child) for key, child in reversed(item.items())]
+        elif isinstance(item, list | tuple):
+            pending += [(f"{path}[{index}]", item[index]) for index in reversed(range(len(item)))]
     return None
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
-from pytest_toolnexus._safety.redact import ACCOUNT_KEYS, mask_keys
+from pytest_toolnexus._safety.redact import ACCOUNT_KEYS, deep_mask_keys
 from pytest_toolnexus._seam.bodies import is_json_type
 from pytest_toolnexus._seam.codings import decoded
 from pytest_toolnexus._seam.transport import RequestBody, TransportRequest
@@ -152,13 +152,13 @@ class BodyPart:
         if isinstance(body, AnyBody):
             return ANY_BODY
         if isinstance(body, JsonBody):
-            return "json", _strip(mask_keys(body.value, self.masked), self.ignored)
+            return "json", _strip(deep_mask_keys(body.value, self.masked), self.ignored)
         if isinstance(body, EmptyBody) or body is None or body == b"":
             return "raw", b""
         if isinstance(body, bytes):
             return "raw", body
         if isinstance(body, dict | list | str | int | float | bool):
-            masked = mask_keys(body, self.masked) if mask else body
+            masked = deep_mask_keys(body, self.masked) if mask else body
             return "json", _strip(masked, self.ignored)
         return "raw", body.content()
 

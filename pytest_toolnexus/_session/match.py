@@ -18,10 +18,17 @@ from urllib.parse import urlsplit
 
 from pytest_toolnexus._safety.redact import ACCOUNT_KEYS, CREDENTIAL_QUERY_PARAMS
 from pytest_toolnexus._seam.bodies import encode_json, is_json_type
+from pytest_toolnexus._seam.depth import TOO_DEEP, deeper_than, may_nest_deeper
 from pytest_toolnexus._seam.errors import expected_error
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.transport import RequestBody, TransportRequest
-from pytest_toolnexus._store.cassette import Body, Interaction, JsonBody, RecordedRequest
+from pytest_toolnexus._store.cassette import (
+    Body,
+    Interaction,
+    JsonBody,
+    MalformedCassette,
+    RecordedRequest,
+)
 
 from .body_part import ANY_BODY, BodyPart, Comparable, live_body, parse_body_path
 from .parts import (
@@ -151,7 +158,24 @@ class MatchRules:
         return self.key(request.method, request.url, request.headers, body, mask=mask)
 
     def key_of_recorded(self, request: RecordedRequest) -> MatchKey:
-        return self.key(request.method, request.url, request.headers, request.body)
+        """The key of a stored request. Raises :class:`MalformedCassette` when its JSON body
+        nests deeper than a cassette holds, on every Python."""
+        body = request.body
+        try:
+            key = self.key(request.method, request.url, request.headers, body)
+        except RecursionError:
+            if isinstance(body, JsonBody) and deeper_than(body.value):
+                raise MalformedCassette(TOO_DEEP) from None
+            raise
+        canonical = key.body[1]
+        if (
+            isinstance(body, JsonBody)
+            and isinstance(canonical, str)
+            and may_nest_deeper(canonical)
+            and deeper_than(body.value)
+        ):
+            raise MalformedCassette(TOO_DEEP)
+        return key
 
     def explain(
         self,

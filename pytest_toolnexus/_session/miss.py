@@ -155,16 +155,17 @@ def miss_error(
             nearest = index.nearest(request, limit=1, mask=scanner.mask, closeness=closeness)
             too_deep = False
         except RecursionError:
-            # Matching compares a body nested this deep (in C), but the walks that say how two
-            # bodies differ recurse in Python: the miss is still reported, without the diff.
+            # Matching compares a body of any depth a cassette holds (without recursion, or in
+            # C), but the walks that say how two bodies differ recurse in Python (deepdiff):
+            # the miss is still reported, without the diff.
             nearest, too_deep = [], True
         paths: tuple[str, ...] = ()
         query: tuple[str, ...] = ()
         if too_deep:
             lines += [
                 "",
-                "A body is nested deeper than Python's recursion limit, so the recorded "
-                "requests cannot be compared with it to show the nearest one.",
+                "A body is nested too deep to diff within Python's recursion limit, so the "
+                "recorded requests cannot be compared with it to show the nearest one.",
             ]
         elif nearest:
             best = nearest[0]

@@ -3,10 +3,11 @@ stored value is damaged.
 
 Loading checks the shape of every interaction, and leaves the values inside bodies for replay
 (a long stream costs no parsing at load). A value that reached the file by damage, such as
-NaN or bytes in a JSON body, a header no HTTP library can send, or a list nested past the
-recursion limit, then fails in the middle of replay with an error of Python's own. The session
-checks each interaction here as it is played, and turns these errors into a
-:class:`CassetteFormatError` that names the file and the interaction.
+NaN or bytes in a JSON body, or a header no HTTP library can send, then fails in the middle of
+replay with an error of Python's own, and one nested deeper than ``_seam.depth.MAX_DEPTH``
+with :class:`MalformedCassette` (the same on every Python). The session checks each
+interaction here as it is played, and turns these errors into a :class:`CassetteFormatError`
+that names the file and the interaction.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from pytest_toolnexus._seam.bodies import encode_json
 from pytest_toolnexus._store.cassette import Interaction, JsonBody, MalformedCassette, damage_reason
 
 __all__ = ["DAMAGE", "check_playable", "damage_reason"]
@@ -58,7 +58,7 @@ def check_playable(interaction: Interaction) -> bytes | None:
     body = response.body
     if isinstance(body, JsonBody):
         try:
-            encoded = encode_json(body.value)
+            encoded = body.content()  # MalformedCassette past the depth a cassette holds
         except DAMAGE as exc:
             raise MalformedCassette(
                 f"the response's JSON body does not encode as JSON ({damage_reason(exc)})"

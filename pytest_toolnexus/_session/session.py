@@ -40,6 +40,7 @@ from pytest_toolnexus._seam.transport import (
 from pytest_toolnexus._store.cassette import (
     Cassette,
     Interaction,
+    MalformedCassette,
     damage_reason,
     load_cassette,
 )
@@ -189,9 +190,10 @@ class CassetteSession(RequestPath):
         for position, interaction in enumerate(loaded):
             try:
                 self._index.add(interaction, played=False)
-            except DAMAGE as exc:
+            except (MalformedCassette, *DAMAGE) as exc:
                 # A URL with a port out of range or a broken IPv6 literal, a request body
-                # with bytes or NaN: the request cannot be matched, so the file is damaged.
+                # with bytes or NaN, or nested deeper than a cassette holds: the request
+                # cannot be matched, so the file is damaged.
                 reason = f"its request cannot be matched ({damage_reason(exc)})"
                 raise corrupt_at(self.path, position, reason) from exc
         self._may_record = record in ("new", "all") or (record == "once" and not self.existed)

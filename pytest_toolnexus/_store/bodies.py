@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final, TypeAlias
 
 from pytest_toolnexus._safety.mask import masked_repr
+from pytest_toolnexus._seam.depth import MAX_DEPTH, TOO_DEEP, deeper_than, may_nest_deeper
 from pytest_toolnexus._seam.transport import JSONValue
 
 from .eventstream import HEADER_TYPES, EventStreamError, Frame, Header, decode, encode
@@ -116,9 +117,19 @@ _C_COMPACT: Final = _c_compact()
 
 
 def _json_line(value: JSONValue) -> str:
-    if _C_COMPACT is None:
-        return _COMPACT.encode(value)
-    return "".join(_C_COMPACT(value, 0))
+    """``value`` as compact JSON. Raises :class:`MalformedCassette` when it nests deeper than
+    ``MAX_DEPTH``, on every Python: the C encoder alone stops at 3.11's recursion limit less
+    the caller's stack, at about 1,500 levels on 3.12 and 10,000 on 3.13."""
+    try:
+        text = _COMPACT.encode(value) if _C_COMPACT is None else "".join(_C_COMPACT(value, 0))
+    except RecursionError:
+        if deeper_than(value):
+            raise MalformedCassette(TOO_DEEP) from None
+        raise
+    # A value nested deeper than the limit has more opening brackets than the limit.
+    if len(text) > MAX_DEPTH and may_nest_deeper(text) and deeper_than(value):
+        raise MalformedCassette(TOO_DEEP)
+    return text
 
 
 # ---------------------------------------------------------------------------------------------

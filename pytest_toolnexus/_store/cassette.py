@@ -21,6 +21,7 @@ from typing import Any, Final
 import msgpack
 
 from pytest_toolnexus._safety.mask import masked_repr
+from pytest_toolnexus._seam.depth import TOO_DEEP, deeper_than
 from pytest_toolnexus._seam.errors import CassetteFormatError, CassetteVersionError
 
 from .bodies import (
@@ -132,20 +133,22 @@ class Cassette:
 
     def validate(self) -> None:
         """Check every part that loading leaves for later: each interaction's request, response
-        and error, and the events, lines and chunks of its streams.
+        and error, the events, lines and chunks of its streams, and that no JSON body nests
+        deeper than a cassette holds (``_seam.depth.MAX_DEPTH``), as replay would find.
 
         Raises :class:`CassetteFormatError` naming the file and the interaction.
         """
         self.decode()
         for index, interaction in enumerate(self.interactions):
             response = interaction.response
-            if response is None:
-                continue
-            body = response.body
+            bodies = (interaction.request.body, None if response is None else response.body)
             try:
-                if isinstance(body, SseBody | NdjsonBody | ChunksBody | EventStreamBody):
-                    for _ in body.pieces():
-                        pass
+                for body in bodies:
+                    if isinstance(body, JsonBody) and deeper_than(body.value):
+                        raise MalformedCassette(TOO_DEEP)
+                    if isinstance(body, SseBody | NdjsonBody | ChunksBody | EventStreamBody):
+                        for _ in body.pieces():
+                            pass
             except (MalformedCassette, TypeError, ValueError, RecursionError) as exc:
                 raise corrupt_at(self.path, index, damage_reason(exc)) from exc
 

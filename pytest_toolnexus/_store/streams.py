@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from pytest_toolnexus._seam.depth import MAX_DEPTH
+
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
 __all__ = [
@@ -32,31 +34,51 @@ def _split_lf(text: str) -> list[str]:
 
 
 def parse_json_text(text: str) -> tuple[bool, Any]:
-    """``(True, value)`` when ``text`` is one JSON document whose numbers msgpack can carry."""
+    """``(True, value)`` when ``text`` is one JSON document whose numbers msgpack can carry,
+    nested no deeper than :data:`MAX_DEPTH`."""
     try:
         value = json.loads(text)
-        if not storable(value):
-            return False, None
     except (ValueError, RecursionError):
-        # Not JSON, or nested deeper than the interpreter walks: kept as the text it is.
+        # Not JSON, or (up to Python 3.11, from a caller deep in its stack) nested deeper
+        # than the C decoder may go: kept as the text it is.
+        return False, None
+    if not storable(value):
         return False, None
     return True, value
 
 
 def storable(value: Any) -> bool:
     """True when msgpack can store ``value`` and it encodes back to JSON: string keys, 64-bit
-    integers, finite floats (``1e400`` parses to infinity, which is not JSON: kept as text)."""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return True
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, int):
-        return -(2**63) <= value < 2**64
-    if isinstance(value, list):
-        return all(storable(v) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and storable(v) for k, v in value.items())
-    return False
+    integers, finite floats (``1e400`` parses to infinity, which is not JSON: kept as text),
+    and no more than :data:`MAX_DEPTH` containers one in another. Walks level by level, so
+    the answer is the same on every Python and from any depth of the caller's stack."""
+    level = [value]
+    depth = 0  # containers one in another above ``below``
+    while level:
+        below: list[Any] = []
+        nested = False
+        for item in level:
+            if isinstance(item, str) or item is None:
+                continue
+            if isinstance(item, dict):
+                if not all(isinstance(key, str) for key in item):
+                    return False
+                nested = True
+                below += item.values()
+            elif isinstance(item, list):
+                nested = True
+                below += item
+            elif isinstance(item, int):  # bool included, always in range
+                if not -(2**63) <= item < 2**64:
+                    return False
+            elif not isinstance(item, float) or not math.isfinite(item):
+                return False
+        if nested:
+            depth += 1
+            if depth > MAX_DEPTH:
+                return False
+        level = below
+    return True
 
 
 @dataclass(slots=True)
