@@ -16,6 +16,7 @@ import pytest
 
 from pytest_toolnexus import Cassette, Headers, Interaction, RecordedRequest, RecordedResponse
 from pytest_toolnexus._cli.main import main
+from pytest_toolnexus._seam.depth import MAX_DEPTH
 from pytest_toolnexus._store.cassette import FORMAT, JsonBody, RecordedError, SseBody, TextBody
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -285,25 +286,34 @@ def test_a_bad_tolerance_is_a_usage_error(tmp_path, capsys):
 
 
 def test_a_deeply_nested_body_is_compared(tmp_path, capsys):
-    def nested(leaf):
+    # 481 levels, within what a cassette holds (MAX_DEPTH, 500), and more than a walk of two
+    # frames a level reaches: compared. 941 levels are damage: refused naming the limit, as
+    # check and replay refuse them, on every Python.
+    def nested(leaf, wraps):
         value = {"leaf": leaf}
-        for _ in range(470):
+        for _ in range(wraps):
             value = {"wrap": [value]}
         return value
 
-    def deep(leaf):
+    def deep(leaf, wraps=240):
         return Interaction(
-            RecordedRequest("POST", URL, body=JsonBody(nested(leaf))),
+            RecordedRequest("POST", URL, body=JsonBody(nested(leaf, wraps))),
             RecordedResponse(200, body=JsonBody({})),
         )
 
     a = write(tmp_path / "a.msgpack", deep("x"))
     b = write(tmp_path / "b.msgpack", deep("y"))
+    too_deep = write(tmp_path / "too_deep.msgpack", deep("y", wraps=470))
 
     code, out, _ = diff(a, b, capsys=capsys)
     assert code == 1
-    assert out.count("['wrap'][0]") == 470
+    assert out.count("['wrap'][0]") == 240
     assert out.splitlines()[3].endswith('[\'leaf\']: "x" -> "y"')
+
+    code, out, err = diff(a, too_deep, capsys=capsys)
+    assert code == 2
+    assert f"{too_deep} is corrupt at interaction 0" in out + err
+    assert f"nested deeper than {MAX_DEPTH} levels" in out + err
 
 
 # ---------------------------------------------------------------------------------------------
