@@ -2,12 +2,13 @@
 
 Each family (GitHub classic and fine-grained, Slack bot and user, an AWS secret access key,
 GitLab, Stripe live, npm, PyPI, and opaque values under credential-named fields) is planted in
-each position: request headers, query, JSON leaves, multipart and form fields; response
+each of 23 positions: request headers, query, URL path segments (a whole segment, and inside
+one with other text), JSON leaves, multipart and form fields; response
 headers, JSON leaves, SSE data (JSON, text, comments), NDJSON lines (JSON and text), error
 bodies (JSON and HTML), byte chunks, text bodies, transport and stream errors; the cassette's
 ``meta``. The write must be refused, naming where, never the value. And what is no secret
-(ordinary model text, UUIDs, request ids, an ``etag``'s hash, base64 audio, the committed
-cassettes) must still pass.
+(ordinary model text, UUIDs, request ids, an ``etag``'s hash, base64 audio, model and file
+ids in URL paths, the committed cassettes) must still pass.
 
 Every token here is generated at run time, shaped as its issuer shapes them, and fake.
 """
@@ -18,6 +19,7 @@ import random
 import string
 import uuid
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -86,7 +88,8 @@ NDJSON = Headers([("content-type", "application/x-ndjson")])
 BYTES = Headers([("content-type", "application/octet-stream")])
 TEXT = Headers([("content-type", "text/plain; charset=utf-8")])
 HTML = Headers([("content-type", "text/html")])
-URL = "https://api.example.invalid/v1/things"
+HOST = "https://api.example.invalid"
+URL = f"{HOST}/v1/things"
 
 
 class Planted:
@@ -99,12 +102,19 @@ class Planted:
             self.text = f'{{"{self.name}": "{self.secret}"}}'  # inside text
             self.form = f"{self.name}={self.secret}"  # a query or form pair
             self.field = (self.name, self.secret)  # a header or multipart field
+            quoted = quote(self.secret, safe="")
+            self.path = f"{self.name}/{quoted}/usage"  # a segment after its name's
+            self.in_segment = f"session;{self.name}={quoted}/refresh"  # a matrix parameter
         else:
             self.name, self.secret = "note", TOKENS[family]
             self.value = {"note": self.secret}
             self.text = f"the token is {self.secret} ok"
             self.form = f"note={self.secret}"
             self.field = ("x-note", self.secret)
+            # quoted as a client puts a value in a path: an AWS key's '/' and '+' are escaped
+            quoted = quote(self.secret, safe="")
+            self.path = f"keys/{quoted}/usage"
+            self.in_segment = f"keys/{quoted}:revoke"  # a custom method, as Google's APIs
 
 
 def multipart(name, value):
@@ -123,6 +133,11 @@ def _cut(p):
 POSITIONS = {
     "request header": lambda p: (TransportRequest("POST", URL, dict([p.field]), {"q": 1}), None),
     "request query": lambda p: (TransportRequest("GET", f"{URL}?{p.form}&page=2"), None),
+    "request URL path segment": lambda p: (TransportRequest("GET", f"{HOST}/v1/{p.path}"), None),
+    "request URL path, inside a segment": lambda p: (
+        TransportRequest("POST", f"{HOST}/v1/{p.in_segment}", body={"q": 1}),
+        None,
+    ),
     "request JSON leaf": lambda p: (
         TransportRequest("POST", URL, body={"messages": [{"content": "hi", "x": p.value}]}),
         None,
@@ -272,6 +287,61 @@ NOT_SECRETS = {
 @pytest.mark.parametrize("name", list(NOT_SECRETS))
 def test_what_is_no_secret_passes(name):
     assert SecretScanner(environ={}).kind_of(NOT_SECRETS[name]) is None
+
+
+HEX = "0123456789abcdef"
+NOT_SECRET_URLS = {
+    "a file id": "https://api.openai.com/v1/files/file-abc123",
+    "a long file id": f"https://api.openai.com/v1/files/file-{draw(ALNUM, 24)}/content",
+    "a model": "https://api.openai.com/v1/models/gpt-4o-mini",
+    "a Gemini method": "https://generativelanguage.googleapis.com/v1beta/models/"
+    "gemini-1.5-flash-002:streamGenerateContent?alt=sse",
+    "thread and run ids": f"https://api.openai.com/v1/threads/thread_{draw(ALNUM, 24)}/runs/"
+    f"run_{draw(ALNUM, 24)}",
+    "a uuid": f"https://api.example.invalid/v1/jobs/{uuid.UUID(int=RNG.getrandbits(128))}/events",
+    "a sha1 blob": f"https://api.github.com/repos/o/r/git/blobs/{draw(HEX, 40)}",
+    "a sha256 digest": f"https://registry.example.invalid/v2/app/blobs/sha256:{draw(HEX, 64)}",
+    "a key id under a plural": "https://api.openai.com/v1/organization/admin_api_keys/"
+    f"key_{draw(ALNUM, 16)}",
+    "a password route": "https://api.example.invalid/v1/users/me/password/reset",
+    "a secret's name and version": "https://secretmanager.googleapis.com/v1/projects/p1/secrets/"
+    "db-password/versions/3:access",
+    "a message batch": f"https://api.anthropic.com/v1/messages/batches/msgbatch_{draw(ALNUM, 24)}"
+    "/results",
+    "a Bedrock model id": "https://bedrock-runtime.us-east-1.amazonaws.com/model/"
+    "anthropic.claude-3-5-sonnet-20241022-v2:0/invoke-with-response-stream",
+    "an Azure deployment": "https://my-resource.openai.azure.com/openai/deployments/"
+    "gpt-4o-2024-08-06/chat/completions?api-version=2024-10-21",
+    "a redacted query key": "https://generativelanguage.googleapis.com/v1beta/models?key=REDACTED",
+}
+
+
+@pytest.mark.parametrize("name", list(NOT_SECRET_URLS))
+def test_ids_models_and_hashes_in_a_url_path_are_no_secret(name):
+    assert SecretScanner(environ={}).kind_of(NOT_SECRET_URLS[name]) is None
+
+
+def test_a_recording_of_requests_to_those_urls_is_written(tmp_path):
+    path = tmp_path / "urls.msgpack"
+    session = CassetteSession(
+        path, record="all", timing="instant", live=lambda sent: TransportResponse(200, JSON, {})
+    )
+    for url in NOT_SECRET_URLS.values():
+        session.transport(TransportRequest("GET", url))
+    session.close()
+    assert len(load_cassette(path, validate=True).interactions) == len(NOT_SECRET_URLS)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_key_in_a_url_path_is_masked_where_a_message_quotes_the_url(family):
+    # A miss message and show quote URLs through the scanner's mask.
+    planted = Planted(family)
+    scanner = SecretScanner(environ={})
+    for url in (f"{HOST}/v1/{planted.path}", f"see <{HOST}/v1/{planted.in_segment}> for it"):
+        masked = scanner.mask(url)
+        assert "[secret]" in masked
+        assert planted.secret not in masked
+        assert quote(planted.secret, safe="") not in masked
 
 
 def test_the_committed_cassettes_hold_no_false_positive():

@@ -2,6 +2,7 @@
 
 Every string leaf of every interaction is read: URLs, header values, JSON values, SSE event
 payloads and comments, NDJSON lines, text bodies, byte chunks decoded as text, error messages.
+Each path segment of a URL in any of them is also read on its own, percent-decoded.
 A hit names the interaction and the path inside it, and what kind of secret it looks like;
 the secret itself is never printed.
 """
@@ -12,6 +13,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import unquote
 
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._store.bodies import (
@@ -104,6 +106,34 @@ class SecretScanner:
         for start, end in _keyword_values(text):
             if not self._allowed(text, start, end):
                 yield FIELD_KIND, start, end
+        for segment, start, end, previous in _path_segments(text):
+            yield from self._segment_spans(text, segment, start, end, previous)
+
+    def _segment_spans(
+        self, text: str, segment: str, start: int, end: int, previous: str
+    ) -> Iterator[tuple[str, int, int]]:
+        """The secrets in one path segment of a URL in ``text`` (``text[start:end]``, which
+        reads ``segment`` once percent-decoded), read as a text of its own: a rule that wants
+        a token to stand alone is not blocked by the ``/`` around it, and an opaque segment
+        after a credential-named one (``/v1/clientSecret/<value>``) is a field's value."""
+        exact = segment == text[start:end]  # not percent-encoded: a match maps back
+        for kind, _, needles, pattern in RULES:
+            if needles and not any(needle in segment for needle in needles):
+                continue
+            for match in pattern.finditer(segment):
+                if self._allowed(segment, match.start(), match.end()):
+                    continue
+                if exact:
+                    yield kind, start + match.start(), start + match.end()
+                else:
+                    yield kind, start, end
+        if (
+            previous
+            and is_credential_field(previous)
+            and is_opaque(segment)
+            and not self._allowed(segment, 0, len(segment))
+        ):
+            yield FIELD_KIND, start, end
 
     def kind_of(self, text: str, name: str | None = None) -> str | None:
         """What secret ``text`` holds, or None; ``name`` is the field, header or form field
@@ -204,6 +234,31 @@ def _keyword_values(text: str) -> Iterator[tuple[int, int]]:
         value = match.group("value")
         if is_credential_field(text[begin:word_end]) and is_opaque(value):
             yield match.start("value"), match.end("value")
+
+
+_URL: Final = re.compile(r"(?:https?|wss?)://[^\s\"'<>`?#]*", re.IGNORECASE)
+"""The scheme, authority and path of a URL in text (the query and fragment are read with the
+whole text, where ``name=value`` binds a value to its name)."""
+
+
+def _path_segments(text: str) -> Iterator[tuple[str, int, int, str]]:
+    """Each path segment of each http(s) or ws(s) URL in ``text``: the segment percent-decoded,
+    where it sits, and the segment before it (decoded; ``""`` for the first)."""
+    if "://" not in text:
+        return
+    for match in _URL.finditer(text):
+        url = match.group(0)
+        slash = url.find("/", url.index("://") + 3)
+        if slash < 0:
+            continue
+        at = match.start() + slash + 1
+        previous = ""
+        for raw in url[slash + 1 :].split("/"):
+            if raw:
+                segment = unquote(raw) if "%" in raw else raw
+                yield segment, at, at + len(raw), previous
+                previous = segment
+            at += len(raw) + 1
 
 
 def _word_length(match: re.Match[str]) -> int:
