@@ -38,6 +38,7 @@ if _TYPE_CHECKING:
     from ._seam.errors import CassetteMissError as CassetteMissError
     from ._seam.errors import CassetteNotFoundError as CassetteNotFoundError
     from ._seam.errors import CassetteSetAsideWarning as CassetteSetAsideWarning
+    from ._seam.errors import CassetteSymlinkWarning as CassetteSymlinkWarning
     from ._seam.errors import CassetteVersionError as CassetteVersionError
     from ._seam.errors import CassetteWriteError as CassetteWriteError
     from ._seam.errors import ConnectError as ConnectError

@@ -324,7 +324,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         f"{len(stats.recorded)} recorded, {len(stats.written)} written"
     )
     for path in sorted(stats.written):
-        write(f"  written: {path}")
+        outside = stats.outside.get(path)
+        write(f"  written: {path}" + (f" ({outside})" if outside else ""))
     for path in sorted(stats.discarded):
         write(
             f"  not written, its test failed while recording: {path} "

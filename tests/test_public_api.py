@@ -35,6 +35,7 @@ EXPORTED = [
     "CassetteNotFoundError",
     "CassetteSession",
     "CassetteSetAsideWarning",
+    "CassetteSymlinkWarning",
     "CassetteVersionError",
     "CassetteWriteError",
     "ConnectError",

@@ -3,6 +3,9 @@ no secret, and have provider answers that their provider's view can read."""
 
 from __future__ import annotations
 
+import fnmatch
+import os
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TextIO
@@ -11,6 +14,7 @@ from pytest_toolnexus._answers.views import ViewError, dialect_of, stream_errors
 from pytest_toolnexus._safety.secrets import SecretScanner
 from pytest_toolnexus._seam.errors import CassetteError
 from pytest_toolnexus._store.cassette import Cassette, load_cassette
+from pytest_toolnexus._store.place import link_message, link_out, project_root
 
 __all__ = ["check"]
 
@@ -18,16 +22,45 @@ __all__ = ["check"]
 def _cassettes(paths: Sequence[Path]) -> Iterator[Path]:
     for path in paths:
         if path.is_dir():
-            yield from sorted(path.rglob("*.msgpack"))
+            yield from _under(path)
         else:
             yield path
 
 
-def check(paths: Sequence[Path], allow: Sequence[str], out: TextIO) -> int:
+def _under(top: Path) -> list[Path]:
+    """Every ``*.msgpack`` under ``top``, sorted. A symlinked folder is entered (a shared
+    cassette store linked into the cassette folder is checked like the rest), and each real
+    folder once, so a link loop ends."""
+    found: list[Path] = []
+    seen: set[str] = set()
+    for folder, folders, files in os.walk(top, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            folders.clear()
+            continue
+        seen.add(real)
+        found += (Path(folder, name) for name in fnmatch.filter([*folders, *files], "*.msgpack"))
+    return sorted(found)
+
+
+def _say_link_out(path: Path, err: TextIO) -> None:
+    """Say, on ``err``, when ``path`` leads out of the current project through a symlink."""
+    found = link_out(path, project_root())
+    if found is not None:
+        print(f"warning: {link_message(found, records=False, shown=str(path))}", file=err)
+
+
+def check(
+    paths: Sequence[Path], allow: Sequence[str], out: TextIO, err: TextIO | None = None
+) -> int:
+    """Check every cassette under ``paths``, printing a line for each on ``out`` (and a
+    warning on ``err`` for each that leads out of the project through a symlink); returns
+    the exit code."""
     scanner = SecretScanner(allow=allow)
     checked = problems = 0
     for path in _cassettes(paths):
         checked += 1
+        _say_link_out(path, sys.stderr if err is None else err)
         try:
             cassette = load_cassette(path, validate=True)
         except CassetteError as exc:

@@ -341,11 +341,13 @@ def _run(argv: Sequence[str] | None) -> int:
     if args.command == "check":
         from .check import check
 
-        return check(args.paths, args.allow_secret, sys.stdout)
+        return check(args.paths, args.allow_secret, sys.stdout, sys.stderr)
     if args.command == "show":
         from .show import show
 
-        return show(args.path, sys.stdout, with_path=not args.no_path, width=args.width)
+        return show(
+            args.path, sys.stdout, with_path=not args.no_path, width=args.width, err=sys.stderr
+        )
     if args.command == "diff":
         return _diff(args, sys.stdout, sys.stderr)
     if args.command == "import-vcr":

@@ -4,6 +4,7 @@ each stream's arrivals."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, TextIO
@@ -23,6 +24,7 @@ from pytest_toolnexus._store.cassette import (
     TextBody,
     load_cassette,
 )
+from pytest_toolnexus._store.place import link_message, link_out, project_root
 
 __all__ = ["show"]
 
@@ -146,7 +148,20 @@ class _Masked:
         self._out.flush()
 
 
-def show(path: Path, stream: TextIO, *, with_path: bool = True, width: int) -> int:
+def show(
+    path: Path,
+    stream: TextIO,
+    *,
+    with_path: bool = True,
+    width: int,
+    err: TextIO | None = None,
+) -> int:
+    """Print the cassette at ``path`` as text on ``stream`` (a warning on ``err`` when it
+    leads out of the project through a symlink); returns the exit code."""
+    found = link_out(path, project_root())
+    if found is not None:
+        said = link_message(found, records=False, shown=str(path))
+        print(f"warning: {said}", file=sys.stderr if err is None else err)
     out: Any = _Masked(stream, SecretScanner())
     try:
         return _render(path, out, with_path=with_path, width=width)

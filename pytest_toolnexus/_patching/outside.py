@@ -21,12 +21,17 @@ from pytest_toolnexus._plugin.expiry import CassetteExpiredWarning, expiry
 from pytest_toolnexus._plugin.settings import CassetteOptions, layer
 from pytest_toolnexus._plugin.shared import UnservedTrafficWarning
 from pytest_toolnexus._safety.tripwire import Unserved
-from pytest_toolnexus._seam.errors import CassetteError, NetworkBlockedError
+from pytest_toolnexus._seam.errors import (
+    CassetteError,
+    CassetteSymlinkWarning,
+    NetworkBlockedError,
+)
 from pytest_toolnexus._seam.transport import AsyncTransport, DualTransport, Transport
 from pytest_toolnexus._session.interruption import interruption
 from pytest_toolnexus._session.modes import RecordMode, TimingMode
 from pytest_toolnexus._session.session import CassetteSession
 from pytest_toolnexus._store.cassette import Cassette, Interaction, load_cassette
+from pytest_toolnexus._store.place import link_message, link_out, project_root
 
 from .install import Installation
 from .serving import serve_clients
@@ -35,6 +40,9 @@ __all__ = ["PlainCassette", "use_cassette"]
 
 _ON_UNUSED: Final = {"warn": "warn", "fail": "error", "ignore": "ignore"}
 _WHERE: Final = "use_cassette"
+_LINKS_SAID: Final[set[Path]] = set()
+"""The cassettes leading out of the project this process has warned of: outside pytest the
+process is the run, and each is said once in it."""
 
 
 class PlainCassette(CassetteSession):
@@ -180,7 +188,9 @@ def use_cassette(
     ``unserved="warn"``, let through and warned of at the end); ``patch_clients=False`` serves
     only clients handed ``cassette.http_transport()``. With ``timing="virtual"`` (the default)
     and a replay-only cassette the virtual clock is installed for the block. A block that
-    raises while recording writes nothing unless ``record_on_error=True``.
+    raises while recording writes nothing unless ``record_on_error=True``. A path inside the
+    current project that leads out of it through a symlink gives a
+    :class:`~pytest_toolnexus.CassetteSymlinkWarning`, once per cassette in the process.
     """
     if "name" in options:
         raise TypeError(
@@ -199,4 +209,10 @@ def use_cassette(
     }
     if on_unused is not None:
         session["on_unused"] = on_unused
-    return PlainCassette(path, options=chosen, patch_clients=patch_clients, **session)
+    cassette = PlainCassette(path, options=chosen, patch_clients=patch_clients, **session)
+    found = link_out(cassette.path, project_root())
+    if found is not None and found.path not in _LINKS_SAID:
+        message = link_message(found, records=not cassette.replay_only)
+        warnings.warn(CassetteSymlinkWarning(message), stacklevel=2)
+        _LINKS_SAID.add(found.path)
+    return cassette

@@ -5,18 +5,27 @@ interactions, responses never read to the end), and traffic that went around a r
 from __future__ import annotations
 
 import warnings
+from typing import Final
 
 import pytest
 
 from pytest_toolnexus._safety.tripwire import Unserved
-from pytest_toolnexus._seam.errors import SwallowedMissWarning, VcrpyMissError
+from pytest_toolnexus._seam.errors import (
+    CassetteSymlinkWarning,
+    SwallowedMissWarning,
+    VcrpyMissError,
+)
 from pytest_toolnexus._session.session import CassetteSession, UnusedInteractionsWarning
+from pytest_toolnexus._store.place import link_message, link_out
 
 from .settings import CassetteOptions
 from .shared import CALL_FAILED, FAILED, RAISED, STATS, UnservedTrafficWarning, shown
 from .verdict import missed_request, unshown
 
-__all__ = ["report", "report_unserved"]
+__all__ = ["report", "report_unserved", "say_link_out"]
+
+_LINKS_SAID: Final = pytest.StashKey[set[str]]()
+"""The cassettes leading out of the project that a run has warned of: each once."""
 
 
 def report(
@@ -91,3 +100,22 @@ def report_unserved(item: pytest.Item, unserved: Unserved, options: CassetteOpti
     item.stash[FAILED] = True  # the recording missed traffic: it is not kept
     if not item.stash.get(CALL_FAILED, False):
         pytest.fail(f"{item.nodeid}: {text}", pytrace=False)
+
+
+def say_link_out(config: pytest.Config, session: CassetteSession, where: str) -> None:
+    """Warn, once per cassette in the run, when the cassette leads out of the rootdir through
+    a symlink; the summary then says beside each write where it went."""
+    found = link_out(session.path, config.rootpath)
+    if found is None:
+        return
+    config.stash[STATS].outside[where] = (
+        f"its symlink to {found.real} was replaced by a file in the project"
+        if found.file_link
+        else f"through a symlink, to {found.real}, outside the project"
+    )
+    said = config.stash.setdefault(_LINKS_SAID, set())
+    if where in said:
+        return
+    message = link_message(found, records=not session.replay_only, shown=where)
+    warnings.warn(CassetteSymlinkWarning(message), stacklevel=1)
+    said.add(where)  # after the warning: one turned into an error refuses every test

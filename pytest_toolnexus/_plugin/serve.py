@@ -26,7 +26,7 @@ from pytest_toolnexus._store.cassette import Cassette, Interaction, RecordedRequ
 
 from .item_options import options_of
 from .policy import record_mode
-from .report import report, report_unserved
+from .report import report, report_unserved, say_link_out
 from .settings import CassetteOptions, default_cassette_path
 from .shared import ENDING, FAILED, RUN_ID, STATS, base_dir, shown
 
@@ -105,6 +105,7 @@ def serve(
         clock_modules=(module,) if module is not None else (),
         **options.session_arguments(),
     )
+    say_link_out(config, session, where)
     started = False
 
     def report_at_end() -> None:

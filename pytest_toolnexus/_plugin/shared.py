@@ -43,6 +43,9 @@ class Stats:
     swallowed: list[tuple[str, str]] = field(default_factory=list)
     """Tests whose code caught a cassette miss and went on, as vcrpy allowed: each with the
     request that had no recording."""
+    outside: dict[str, str] = field(default_factory=dict)
+    """Cassettes that lead out of the project through a symlink, each with what a write to it
+    does (the summary says it beside each one written)."""
 
     def to_json(self) -> str:
         return json.dumps(
@@ -55,6 +58,7 @@ class Stats:
                 "rescued": self.rescued,
                 "unused": self.unused,
                 "swallowed": self.swallowed,
+                "outside": self.outside,
             }
         )
 
@@ -68,6 +72,7 @@ class Stats:
         self.rescued.update(data["rescued"])
         self.unused.extend((a, b, list(c)) for a, b, c in data["unused"])
         self.swallowed.extend((a, b) for a, b in data["swallowed"])
+        self.outside.update(data["outside"])
 
 
 STATS: Final = pytest.StashKey[Stats]()

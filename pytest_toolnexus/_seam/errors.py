@@ -15,6 +15,7 @@ __all__ = [
     "CassetteMissError",
     "CassetteNotFoundError",
     "CassetteSetAsideWarning",
+    "CassetteSymlinkWarning",
     "CassetteVersionError",
     "CassetteWriteError",
     "ConnectError",
@@ -165,6 +166,14 @@ class CassetteSetAsideWarning(UserWarning):
     """A file was kept beside a cassette, under the name the message gives: record mode
     ``all`` replaced an unreadable cassette and kept the old file, or a recording the run
     stopped in (Ctrl-C) was kept there instead of being written over the cassette."""
+
+
+class CassetteSymlinkWarning(UserWarning):
+    """A cassette named inside the project leads out of it through a symlink (the cassette
+    folder, a folder below it, or the file itself): the message names the link and the file
+    really read, and where a recording is written. Said once per cassette per run. A shared
+    cassette store is a setup of its own, so this is a warning; turn it into an error
+    (``-W error::pytest_toolnexus.CassetteSymlinkWarning``) to refuse such cassettes."""
 
 
 class SecretFoundError(CassetteError):
