@@ -225,6 +225,7 @@ FUZZ_TESTS = (
     "tests/test_recording_fidelity.py",
     "tests/test_secret_gaps.py",
     "tests/test_fuzz_views.py",
+    "tests/test_fuzz_streamed_secrets.py",
 )
 
 

@@ -23,6 +23,7 @@ from pytest_toolnexus import (
     TransportRequest,
     TransportResponse,
     build,
+    load_cassette,
 )
 from pytest_toolnexus._cli.main import main as cli
 from pytest_toolnexus._safety.secrets import SecretScanner
@@ -107,6 +108,60 @@ def test_a_key_streamed_in_pieces_is_refused_at_the_write(tmp_path, name):
     assert KEY not in message
     assert KEY[3:] not in message
     assert not path.exists()
+
+
+DIGITS_KEY = "sk-proj-" + "Ab3dE" * 4 + "2024" + "xY9zQ" * 4  # a token of digits inside
+
+
+@pytest.mark.parametrize("framing", ["sse", "ndjson"])
+def test_a_key_streamed_as_plain_text_with_a_token_of_digits_is_refused(tmp_path, framing):
+    # Found by the streamed-secrets fuzzer: a piece "2024" reads as JSON, was stored as the
+    # number, and the joined text skipped it, so the key was written.
+    head, digits, rest = DIGITS_KEY.partition("2024")
+    parts = ["key: ", head, digits, rest, " ok"]
+    if framing == "sse":
+        headers, wire = SSE, [f"data: {p}\n\n".encode() for p in parts]
+    else:
+        headers, wire = NDJSON, [f"{p}\n".encode() for p in parts]
+    path = tmp_path / "c.msgpack"
+
+    def live(request):
+        return TransportResponse(200, headers, ByteStream(list(wire)))
+
+    session = CassetteSession(path, record="all", timing="instant", live=live)
+    session.transport(TransportRequest("POST", CHAT, body={"stream": True})).body.read()
+
+    with pytest.raises(SecretFoundError, match="spread across 3 pieces"):
+        session.close()
+    assert not path.exists()
+
+
+@pytest.mark.parametrize(
+    ("data", "stored"),
+    [
+        ("42", {"data": 42}),
+        ("true", {"data": True}),
+        ("null", {"data": None}),
+        ("1e5", {"text": "1e5"}),
+        ("1.50", {"text": "1.50"}),
+        (" 42", {"text": " 42"}),
+        ('{"a": 1E2}', {"data": {"a": 100.0}}),
+    ],
+)
+def test_a_bare_number_in_a_piece_is_stored_parsed_only_when_it_reads_back_as_sent(
+    tmp_path, data, stored
+):
+    path = tmp_path / "c.msgpack"
+
+    def live(request):
+        return TransportResponse(200, SSE, ByteStream([f"data: {data}\n\n".encode()]))
+
+    session = CassetteSession(path, record="all", timing="instant", live=live)
+    session.transport(TransportRequest("POST", CHAT, body={"stream": True})).body.read()
+    session.close()
+
+    (event,) = load_cassette(path).interactions[0].response.body.events
+    assert {k: v for k, v in event.items() if k != "t"} == stored
 
 
 def test_check_refuses_a_key_streamed_in_pieces_and_names_the_pieces(tmp_path, capsys):

@@ -6,7 +6,9 @@ do. So each stored stream (SSE events, NDJSON lines, event stream frames, a time
 is read as *threads*, each the concatenation, in order, of one kind of string across the
 pieces:
 
-- the raw data: every piece whose data is text rather than JSON (``data: sk-``);
+- the raw data: every piece whose data is text rather than JSON (``data: sk-``), or a bare
+  number, ``true``, ``false`` or ``null`` (``data: 4821``: a token of digits), as its JSON
+  text, which the recorder stores it as only when that is the text sent;
 - one thread per place inside the JSON payloads, named by the event name and the path of
   the string leaf (``['choices'][0]['delta']['content']``,
   ``['delta']['partial_json']``, ``['message']['content']``, ...). These are the wire paths
@@ -22,6 +24,7 @@ the scan stays linear in the size of the stream.
 from __future__ import annotations
 
 import bisect
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,17 +118,19 @@ def threads(body: object, path: str) -> list[Thread]:
             payload, name = piece, None
         elif isinstance(piece, Mapping):
             name = piece.get("event")
-            if key in piece:
-                payload = piece[key]
-            else:
+            if key not in piece:
                 text = piece.get("text")
-                payload = None
                 if isinstance(text, str):
                     raw.add(index, text)
+                continue
+            payload = piece[key]
         else:
             continue
         if isinstance(payload, str):
             raw.add(index, payload)
+            continue
+        if payload is None or isinstance(payload, bool | int | float):
+            raw.add(index, json.dumps(payload))
             continue
         for where, text in _string_leaves(payload):
             place = (name, where)

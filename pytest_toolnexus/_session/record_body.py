@@ -32,7 +32,13 @@ from pytest_toolnexus._store.cassette import (
 )
 from pytest_toolnexus._store.eventstream import EventStreamError, FrameSplitter
 from pytest_toolnexus._store.json_array import JsonArraySplitter
-from pytest_toolnexus._store.streams import NdjsonSplitter, SseParser, parse_json_text, storable
+from pytest_toolnexus._store.streams import (
+    NdjsonSplitter,
+    SseParser,
+    parse_json_text,
+    parse_piece_text,
+    storable,
+)
 
 __all__ = ["BodyRecorder", "fixed_body", "recorded_request"]
 
@@ -241,5 +247,5 @@ class BodyRecorder:
 
 
 def _ndjson_doc(t_ms: float, line: str) -> dict[str, object]:
-    ok, value = parse_json_text(line) if line.strip() else (False, None)
+    ok, value = parse_piece_text(line) if line.strip() else (False, None)
     return {"t": round(t_ms, 3), "value": value} if ok else {"t": round(t_ms, 3), "text": line}

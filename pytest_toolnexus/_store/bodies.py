@@ -27,7 +27,7 @@ from pytest_toolnexus._seam.depth import MAX_DEPTH, TOO_DEEP, deeper_than, may_n
 from pytest_toolnexus._seam.transport import JSONValue
 
 from .eventstream import HEADER_TYPES, EventStreamError, Frame, Header, decode, encode
-from .streams import SseEvent, encode_sse_event, parse_json_text
+from .streams import SseEvent, encode_sse_event, parse_json_text, parse_piece_text
 
 __all__ = [
     "MAX_TIME_MS",
@@ -330,7 +330,7 @@ def sse_event_doc(t_ms: float, event: SseEvent, parse: bool = True) -> dict[str,
     if event.retry is not None:
         doc["retry"] = event.retry
     if event.data is not None:
-        ok, value = parse_json_text(event.data) if parse else (False, None)
+        ok, value = parse_piece_text(event.data) if parse else (False, None)
         if ok:
             doc["data"] = value
         else:

@@ -25,6 +25,7 @@ __all__ = [
     "SseParser",
     "encode_sse_event",
     "parse_json_text",
+    "parse_piece_text",
     "storable",
 ]
 
@@ -45,6 +46,19 @@ def parse_json_text(text: str) -> tuple[bool, Any]:
     if not storable(value):
         return False, None
     return True, value
+
+
+def parse_piece_text(text: str) -> tuple[bool, Any]:
+    """:func:`parse_json_text` for one piece of a stream (an SSE event's data, an NDJSON
+    line), except that a piece that is a bare number, ``true``, ``false`` or ``null`` is kept
+    as its text unless its compact JSON is that text: a model streaming plain text sends
+    tokens such as ``1e5``, ``007`` or `` 42``, which the value would spell otherwise, and
+    the secret scan reads a stream's pieces joined by their exact text."""
+    ok, value = parse_json_text(text)
+    bare = value is None or isinstance(value, bool | int | float)
+    if ok and bare and json.dumps(value) != text:
+        return False, None
+    return ok, value
 
 
 def storable(value: Any) -> bool:
