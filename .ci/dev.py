@@ -226,6 +226,7 @@ FUZZ_TESTS = (
     "tests/test_secret_gaps.py",
     "tests/test_fuzz_views.py",
     "tests/test_fuzz_streamed_secrets.py",
+    "tests/test_fuzz_hostile_paths.py",
 )
 
 

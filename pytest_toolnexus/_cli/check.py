@@ -21,7 +21,7 @@ __all__ = ["check"]
 
 def _cassettes(paths: Sequence[Path]) -> Iterator[Path]:
     for path in paths:
-        if path.is_dir():
+        if os.path.isdir(path):  # False, not an error, for a name no file can have
             yield from _under(path)
         else:
             yield path

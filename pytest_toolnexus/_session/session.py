@@ -44,6 +44,7 @@ from pytest_toolnexus._store.cassette import (
     damage_reason,
     load_cassette,
 )
+from pytest_toolnexus._store.read import unusable
 from pytest_toolnexus._store.recording import RecordingWriter
 from pytest_toolnexus._store.records import corrupt_at
 from pytest_toolnexus._timing.clock import Clock, InstantClock, RealClock, real_wall
@@ -174,6 +175,11 @@ class CassetteSession(RequestPath):
         self._sequence = 0
         self._state = State.CREATED
         self.requests: list[SentRequest] = []
+        problem = unusable(self.path)
+        if problem is not None:
+            # No file can be at this path: say so now, not as a miss or an OSError later.
+            refused = CassetteFormatError if record == "none" else CassetteWriteError
+            raise refused(f"cannot use cassette path {self.path}: {problem}", path=str(self.path))
         self.existed = self.path.exists()
         loaded: list[Interaction] = []
         # A missing file is only an error once a request needs it: a test that sends nothing

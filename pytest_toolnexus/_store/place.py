@@ -68,7 +68,15 @@ def _under(path: str, folder: str) -> bool:
 
 def link_out(path: Path, root: Path) -> LinkOut | None:
     """How ``path`` leads out of the project at ``root`` through a symlink, or None when it
-    does not: it is named outside the project, or it really lies inside it."""
+    does not: it is named outside the project, or it really lies inside it, or no file can be
+    at it (the reader or the writer then says why)."""
+    try:
+        return _link_out(path, root)
+    except (OSError, ValueError):  # a NUL in the name, a folder that went away
+        return None
+
+
+def _link_out(path: Path, root: Path) -> LinkOut | None:
     given = os.path.join(os.getcwd(), path)  # as the system resolves it: '..' after a link
     named = os.path.abspath(given)  # as it reads: '..' folded by name
     top = os.path.abspath(root)

@@ -4,11 +4,14 @@ A path can name something that is not a file a cassette could be: a FIFO (readin
 for a writer, forever), a device such as ``/dev/zero`` (read until memory runs out), a socket,
 or a symlink to any of them. The file is opened without blocking (``O_NONBLOCK`` makes opening
 a FIFO return at once) and asked what it is on the open descriptor, so a path swapped between
-a check and the read cannot slip through; only a regular file is read.
+a check and the read cannot slip through; only a regular file is read. A path no file can
+have (a NUL character, a name too long, a symlink loop on the way) is refused with the reason,
+by :func:`read_cassette_bytes` and, before a session uses the path, by :func:`unusable`.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -16,7 +19,7 @@ from typing import Final
 
 from pytest_toolnexus._seam.errors import CassetteFormatError, CassetteNotFoundError
 
-__all__ = ["read_cassette_bytes"]
+__all__ = ["read_cassette_bytes", "unusable"]
 
 _FLAGS: Final = (
     os.O_RDONLY
@@ -32,6 +35,42 @@ _KINDS: Final = (
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
+
+
+_REASONS: Final = {
+    errno.ELOOP: "a symlink on the path leads round in a loop",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+    errno.ENAMETOOLONG: "the file name is too long",
+    errno.EACCES: "permission is denied",
+    errno.EPERM: "permission is denied",
+}
+
+
+def _reason(exc: OSError) -> str:
+    known = _REASONS.get(exc.errno or 0)
+    said = f"[Errno {exc.errno}] {exc.strerror}" if exc.errno else str(exc)
+    return f"{known} ({said})" if known else said
+
+
+def _shown(target: Path) -> str:
+    text = os.fspath(target)
+    return repr(text) if "\x00" in text else text
+
+
+def unusable(target: Path) -> str | None:
+    """Why no file can be at ``target``, or None when one can (whether or not one is there):
+    the name holds a NUL character or is too long, a folder on the way is a symlink loop, or
+    permission to look is denied. A missing file, and a part of the path that is a file (which
+    a recording session refuses with its own message), are not this."""
+    if "\x00" in os.fspath(target):
+        return "the path holds a NUL character, which no file name can"
+    try:
+        os.lstat(target)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return _reason(exc)
+    return None
 
 
 def _kind(mode: int) -> str:
@@ -65,15 +104,23 @@ def read_cassette_bytes(target: Path) -> bytes:
         raise CassetteFormatError(
             f"cassette path {target} is a directory", path=str(target)
         ) from exc
+    except ValueError as exc:  # a NUL character: no file has such a name
+        raise CassetteFormatError(
+            f"cassette path {_shown(target)} cannot be read: it holds a NUL character, which "
+            "no file name can",
+            path=str(target),
+        ) from exc
     except OSError as exc:
         # A Unix socket cannot be opened at all (ENXIO): say what it is, if it is not a file.
         try:
-            mode = os.stat(target).st_mode
+            mode: int | None = os.stat(target).st_mode
         except OSError:
-            raise exc from None
-        if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-            raise
-        raise _refused(target, mode) from exc
+            mode = None
+        if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise _refused(target, mode) from exc
+        raise CassetteFormatError(
+            f"cassette {target} cannot be read: {_reason(exc)}", path=str(target)
+        ) from exc
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):

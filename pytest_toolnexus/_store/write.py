@@ -185,7 +185,9 @@ def file_lock(path: Path) -> Iterator[None]:
     The lock file lives in the temp folder, named after the cassette's absolute path, so the
     cassette folder that users commit stays clean.
     """
-    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24]
+    # realpath, not Path.resolve: a symlink loop at the path is written over, not an error;
+    # fsencode: a name that is not UTF-8 (a byte 0xff, read as a surrogate) still has a lock.
+    digest = hashlib.sha256(os.fsencode(os.path.realpath(path))).hexdigest()[:24]
     lock_path = Path(tempfile.gettempdir()) / f"pytest-toolnexus-{digest}.lock"
     with open(lock_path, "a+b") as handle:
         try:
