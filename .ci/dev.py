@@ -227,6 +227,7 @@ FUZZ_TESTS = (
     "tests/test_fuzz_views.py",
     "tests/test_fuzz_streamed_secrets.py",
     "tests/test_fuzz_hostile_paths.py",
+    "tests/test_fuzz_wide_bombs.py",
 )
 
 
