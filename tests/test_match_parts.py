@@ -140,3 +140,21 @@ def test_the_vcrpy_preset_and_the_ignore_lists_configure_the_parts():
     assert rules.headers == HeadersPart(
         named=("x",), every=False, ignored=frozenset({"user-agent"})
     )
+
+
+def test_the_index_plays_a_recorded_exact_body_before_an_any_body_then_the_any_body():
+    from pytest_toolnexus._session.match import Index
+    from pytest_toolnexus._store.cassette import Interaction, RecordedResponse
+
+    def recorded(body):
+        request = RecordedRequest(
+            "POST", URL, Headers([("content-type", "application/json")]), body
+        )
+        return Interaction(request, RecordedResponse(200))
+
+    index = Index(MatchRules.build(), [recorded(AnyBody()), recorded(JsonBody({"a": 1}))])
+
+    assert [index.take(sent({"a": 1})) for _ in range(3)] == [1, 0, None]
+    repeats = Index(MatchRules.build(), [recorded(JsonBody({"a": 1}))], allow_repeats=True)
+    assert [repeats.take(sent({"a": 1})) for _ in range(3)] == [0, 0, 0]
+    assert repeats.take(sent({"a": 2})) is None

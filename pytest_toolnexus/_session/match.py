@@ -234,6 +234,7 @@ class Index:
     _by_bytes: dict[tuple[str, str, bytes], MatchKey] = field(default_factory=dict)
     _remembered: int = 0
     _fast: bool = False
+    _any_bodies: bool = False
 
     def __post_init__(self) -> None:
         self._fast = self.rules.keys_by_bytes
@@ -281,6 +282,7 @@ class Index:
         # Masked always (unlike a live body): the walk is also the load's check that a stored
         # body is not nested past what matching can compare.
         key = self.rules.key_of_recorded(request)
+        self._any_bodies = self._any_bodies or key.body == ANY_BODY
         if played:
             self._played_by_key.setdefault(key, []).append(position)
         else:
@@ -295,30 +297,23 @@ class Index:
         """The position of the interaction to play for ``request``, marked played; or None."""
         if self.matcher is not None:
             return self._take_with_matcher(request, self.matcher)
+        # A recorded request whose body is "any" answers whatever body is sent: its key is
+        # tried second, when the cassette holds one.
         exact = self._key_of(request)
-        position = self._take(exact)
-        if position is not None:
-            return position
-        # A recorded request whose body is "any" answers whatever body is sent.
-        loose = exact.any_body
-        position = self._take(loose)
-        if position is not None or not self.allow_repeats:
-            return position
-        for key in (exact, loose):
-            used = self._played_by_key.get(key)
-            if used:
-                return used[-1]
+        keys = (exact, exact.any_body) if self._any_bodies else (exact,)
+        for key in keys:
+            queue = self._queues.get(key)
+            if queue:
+                position = queue.popleft()
+                self.played[position] = True
+                self._played_by_key.setdefault(key, []).append(position)
+                return position
+        if self.allow_repeats:
+            for key in keys:
+                used = self._played_by_key.get(key)
+                if used:
+                    return used[-1]
         return None
-
-    def _take(self, key: MatchKey) -> int | None:
-        """The first unplayed position filed under ``key``, marked played; or None."""
-        queue = self._queues.get(key)
-        if not queue:
-            return None
-        position = queue.popleft()
-        self.played[position] = True
-        self._played_by_key.setdefault(key, []).append(position)
-        return position
 
     def _take_with_matcher(self, request: TransportRequest, matcher: Matcher) -> int | None:
         """Slow path: ask ``matcher`` about each candidate in order; None defers to the key."""
