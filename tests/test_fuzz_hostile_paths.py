@@ -41,6 +41,7 @@ from pytest_toolnexus import (
     load_cassette,
 )
 from pytest_toolnexus._cli.check import check
+from pytest_toolnexus._cli.main import PREVIEW
 from pytest_toolnexus._cli.show import show
 from tests.support.fuzzing import report, scaled
 
@@ -88,7 +89,7 @@ def _cli(command, target):
     if command == "check":
         code = check([target], [], out, io.StringIO())
     else:
-        code = show(target, out, err=io.StringIO())
+        code = show(target, out, width=PREVIEW, err=io.StringIO())
     text = out.getvalue()
     name = os.path.basename(target)
     named = name in text or repr(name)[1:-1] in text or "no cassettes found" in text
