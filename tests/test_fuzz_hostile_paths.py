@@ -18,7 +18,7 @@ Two classes:
 A case passes when each use succeeds or raises a ``CassetteError`` (or, replaying a path where
 no file is, ``CassetteMissError``; ``check`` and ``show``: return 0 or 1 with a line naming the
 file, or saying no cassette was found) within ``LIMIT`` seconds; an alarm stops a use
-that blocks. Counts: 15 kinds x 9 uses; 60 names (times ``TOOLNEXUS_FUZZ_SCALE``).
+that blocks. Counts: 15 kinds x 8 uses; 60 names (times ``TOOLNEXUS_FUZZ_SCALE``).
 """
 
 import contextlib
