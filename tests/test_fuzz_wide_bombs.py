@@ -14,7 +14,8 @@ long before it would blow a time limit.
 
 Counts (random classes times ``TOOLNEXUS_FUZZ_SCALE``): 6 wide (2,000 to 20,000 keys or items),
 5 many (500 to 3,000 pieces; 60 to 375 interactions), 4 huge (1 to 4 MB); nesting at the limit
-is systematic (14 depths from 900 to 1,100, x 6 places). The linear-work budget, not the sizes,
+is systematic (12 depths: the package's ``MAX_DEPTH`` of 500 and 3 either side, and 900 to
+1,100 where interpreters' own limits lie, x 6 places). The linear-work budget, not the sizes,
 is what shows a bigger bomb costs no more than its size.
 """
 
@@ -37,6 +38,7 @@ from pytest_toolnexus import (
     RecordedResponse,
 )
 from pytest_toolnexus._cli.check import check
+from pytest_toolnexus._seam.depth import MAX_DEPTH
 from pytest_toolnexus._store.cassette import ChunksBody, JsonBody, NdjsonBody, SseBody
 from tests.support.fuzzing import report, scaled
 from tests.test_fuzz_replay import MARKER, Replayer, nest_bytes
@@ -192,7 +194,8 @@ def test_wide_bombs_replay_or_fail_typed_in_linear_work(
     bombs.finish(kind)
 
 
-DEPTHS = (900, 940, 960, 970, 980, 990, 995, 999, 1000, 1001, 1010, 1024, 1050, 1100)
+# the package's limit and either side of it, then where interpreters' own limits lie
+DEPTHS = (*range(MAX_DEPTH - 3, MAX_DEPTH + 4), 900, 990, 1000, 1024, 1100)
 NESTED = {
     "a response body": lambda: _one(JsonBody(MARKER)),
     "a request body": lambda: _one(request=MARKER),
