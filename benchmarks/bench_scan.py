@@ -20,7 +20,8 @@ from pathlib import Path
 from _common import Table, median, ms, now, ratio, verdict
 
 from pytest_toolnexus import Headers, Interaction, RecordedRequest, RecordedResponse
-from pytest_toolnexus._safety.secrets import SecretScanner, _leaves
+from pytest_toolnexus._safety.leaves import leaves
+from pytest_toolnexus._safety.secrets import SecretScanner
 from pytest_toolnexus._store.cassette import JsonBody, SseBody
 
 SIZES = (1_700, 17_000)
@@ -89,7 +90,7 @@ def run(work: Path) -> tuple[list[Table], dict[str, float]]:
             assert scanner.scan([interaction]) == []
 
         def per_piece(interaction: Interaction = interaction) -> None:
-            for _, text, name in _leaves(interaction):
+            for _, text, name in leaves(interaction):
                 scanner.kind_of(text, name)
 
         whole_s, piece_s = _best(whole), _best(per_piece)

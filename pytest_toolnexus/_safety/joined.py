@@ -72,23 +72,42 @@ class Thread:
         return self.where.replace(PIECES, f"[{low}..{high}]", 1)
 
 
-def _string_leaves(value: Any) -> Iterator[tuple[str, str]]:
+_SCALARS = (int, float, bytes, type(None))
+"""What a payload holds that is no text and holds none (``bool`` is an ``int``)."""
+
+
+def _string_leaves(
+    value: Any, named: dict[tuple[str, type, Any], str]
+) -> Iterator[tuple[str, str]]:
     """``(path, text)`` for every string value inside a JSON value (map keys are not
     threads: a key is a name, not a piece of streamed text). Iterative, so a payload nested
-    past the recursion limit is walked too."""
+    past the recursion limit is walked too. ``named`` keeps each path made, by its parent's
+    and the key (with the key's type: ``1`` and ``True`` name different places), since every
+    piece of a stream repeats the same few."""
     stack: list[tuple[str, Any]] = [("", value)]
     while stack:
         where, item = stack.pop()
         if isinstance(item, str):
             yield where, item
-        elif isinstance(item, Mapping):
-            stack.extend(
-                (f"{where}[{key!r}]", child) for key, child in reversed(list(item.items()))
-            )
+            continue
+        # Mapping last, and never asked of a number: an ABC's isinstance is slow, and a
+        # stored payload is dicts, lists and scalars.
+        if isinstance(item, dict):
+            children = list(item.items())
         elif isinstance(item, list):
-            stack.extend(
-                (f"{where}[{index}]", child) for index, child in reversed(list(enumerate(item)))
-            )
+            children = list(enumerate(item))
+        elif isinstance(item, _SCALARS) or not isinstance(item, Mapping):
+            continue
+        else:
+            children = list(item.items())
+        for key, child in reversed(children):
+            if isinstance(child, _SCALARS):
+                continue
+            place = (where, type(key), key)
+            path = named.get(place)
+            if path is None:
+                path = named[place] = f"{where}[{key!r}]"
+            stack.append((path, child))
 
 
 def _payloads(body: object) -> tuple[str, str, Sequence[Any]] | None:
@@ -113,6 +132,7 @@ def threads(body: object, path: str) -> list[Thread]:
     plural, key, pieces = found
     raw = Thread(f"{path}.{plural}{PIECES} (the data joined)")
     by_place: dict[tuple[object, str], Thread] = {}
+    named: dict[tuple[str, type, Any], str] = {}
     for index, piece in enumerate(pieces):
         if not key:  # a timed JSON array: each element is the payload
             payload, name = piece, None
@@ -132,7 +152,7 @@ def threads(body: object, path: str) -> list[Thread]:
         if payload is None or isinstance(payload, bool | int | float):
             raw.add(index, json.dumps(payload))
             continue
-        for where, text in _string_leaves(payload):
+        for where, text in _string_leaves(payload, named):
             place = (name, where)
             thread = by_place.get(place)
             if thread is None:

@@ -148,7 +148,8 @@ RULES: Final[tuple[tuple[str, str, tuple[str, ...], re.Pattern[str]], ...]] = (
     (
         "an npm token",
         f"{_DS}, plugins/npm.py",
-        ("npm_",),
+        # The literal every match holds: the token may be a UUID, with no npm_ (ours).
+        ("/:_authToken=",),
         re.compile(r"\/\/.+\/:_authToken=\s*((npm_.+)|([A-Fa-f0-9-]{36})).*"),
     ),
     ("an npm token", "ours", ("npm_",), re.compile(r"\bnpm_[A-Za-z0-9]{36}(?![A-Za-z0-9])")),

@@ -5,34 +5,32 @@ payloads and comments, NDJSON lines, text bodies, byte chunks decoded as text, e
 Each path segment of a URL in any of them is also read on its own, percent-decoded.
 A hit names the interaction and the path inside it, and what kind of secret it looks like;
 the secret itself is never printed.
+
+The strings (:mod:`.leaves`) of many interactions are read together first (:mod:`.probes`:
+each rule once over them, in C); only an interaction that pass finds something in is then
+read string by string, and only those hits count. A stream's pieces joined are read for every
+stream.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import unquote
 
-from pytest_toolnexus._seam.headers import Headers
-from pytest_toolnexus._store.bodies import (
-    BytesBody,
-    ChunksBody,
-    EventStreamBody,
-    JsonBody,
-    NdjsonBody,
-    SseBody,
-    TextBody,
-)
-from pytest_toolnexus._store.records import Interaction, RecordedError
+from pytest_toolnexus._store.records import Interaction
 
 from .joined import threads
+from .leaves import Batch, batches, json_leaves, leaves
 from .mask import (
     PATTERNS,
     credential_environment,
     is_credential_name,
 )
+from .probes import SEPARATOR, touched
 from .rules import FIELD_KIND, KEYWORD_VALUE, RULES, is_credential_field, is_opaque
 
 __all__ = ["PATTERNS", "SecretHit", "SecretScanner", "credential_environment", "is_credential_name"]
@@ -165,26 +163,46 @@ class SecretScanner:
         out.append(text[at:])
         return "".join(out)
 
-    def scan(self, interactions: Iterable[Interaction]) -> list[SecretHit]:
-        """Every hit in ``interactions``, in order."""
+    def scan(self, interactions: Iterable[Interaction], *, start: int = 0) -> list[SecretHit]:
+        """Every hit in ``interactions``, in order, numbered from ``start``. They are read in
+        batches as they come, so an iterator of them is never held whole."""
         hits: list[SecretHit] = []
-        for number, interaction in enumerate(interactions):
-            for path, text, name in _leaves(interaction):
-                kind = self.kind_of(text, name)
-                if kind is not None:
-                    hits.append(SecretHit(number, self._scrub(path), kind))
-            response = interaction.response
-            if response is not None:
-                hits.extend(self._joined(number, response.body, "response.body"))
+        for batch in batches(enumerate(interactions, start)):
+            suspects = self._suspects(batch)
+            for number, interaction in batch.interactions:
+                if number in suspects:
+                    for path, text, name in leaves(interaction):
+                        kind = self.kind_of(text, name)
+                        if kind is not None:
+                            hits.append(SecretHit(number, self._scrub(path), kind))
+                response = interaction.response
+                if response is not None:
+                    hits.extend(self._joined(number, response.body, "response.body"))
         return hits
+
+    def _suspects(self, batch: Batch) -> set[int]:
+        """The numbers of the interactions of ``batch`` that may hold a secret: an opaque value
+        under a credential name, or a string that the first pass over them all reaches."""
+        suspects = set(batch.named)
+        text = SEPARATOR.join(batch.texts)
+        starts = batch.starts
+        for begin, end in touched(text, [value for _, value in self._env_values]):
+            first = bisect.bisect_right(starts, begin) - 1
+            last = bisect.bisect_right(starts, max(begin, end - 1)) - 1
+            suspects.update(batch.numbers[first : last + 1])
+        return suspects
 
     def _joined(self, number: int, body: object, path: str) -> Iterator[SecretHit]:
         """The secrets a stream's pieces spell only when joined: a match that lies inside one
         part was found as that part's own hit, and one over parts that are all the same
         string (an id repeated in every event) is no streamed text."""
+        values = [value for _, value in self._env_values]
         for thread in threads(body, path):
+            text = thread.text()
+            if next(touched(text, values), None) is None:
+                continue  # the first pass finds nothing a rule could match
             seen: set[tuple[int, int]] = set()  # one secret, one hit: the likeliest kind
-            for kind, start, end in self.spans(thread.text()):
+            for kind, start, end in self.spans(text):
                 first, last = thread.span(start, end)
                 if last - first < 2 or len(set(thread.parts[first:last])) == 1:
                     continue
@@ -197,7 +215,7 @@ class SecretScanner:
     def scan_meta(self, meta: Mapping[str, Any]) -> list[SecretHit]:
         """Every hit in a cassette's ``meta`` (keys and values, at any depth)."""
         hits: list[SecretHit] = []
-        for path, text, name in _json_leaves(dict(meta), "meta"):
+        for path, text, name in json_leaves(dict(meta), "meta"):
             kind = self.kind_of(text, name)
             if kind is not None:
                 hits.append(SecretHit(None, self._scrub(path), kind))
@@ -268,86 +286,3 @@ def _word_length(match: re.Match[str]) -> int:
     while at < len(text) and (text[at].isalpha()):
         at += 1
     return at
-
-
-def _json_leaves(value: Any, path: str) -> Iterator[tuple[str, str, str | None]]:
-    # Iterative, in document order: a cassette nested deeper than the recursion limit is
-    # still scanned instead of crashing the scan. The third item is the map key a string is
-    # the value of (a credential name makes an opaque value a secret), None for a key itself
-    # and for a list item.
-    stack: list[tuple[str, Any, bool, str | None]] = [(path, value, False, None)]
-    while stack:
-        where, item, is_key, name = stack.pop()
-        if is_key or isinstance(item, str):
-            yield where, str(item), name
-        elif isinstance(item, dict):
-            pending: list[tuple[str, Any, bool, str | None]] = []
-            for key, child in item.items():
-                pending.append((f"{where}[{key!r}] (key)", key, True, None))
-                pending.append(
-                    (f"{where}[{key!r}]", child, False, key if isinstance(key, str) else None)
-                )
-            stack.extend(reversed(pending))
-        elif isinstance(item, list):
-            stack.extend(
-                (f"{where}[{index}]", child, False, None)
-                for index, child in reversed(list(enumerate(item)))
-            )
-
-
-def _body_leaves(body: object, path: str) -> Iterator[tuple[str, str, str | None]]:
-    if isinstance(body, JsonBody):
-        yield from _json_leaves(body.value, f"{path}.value")
-    elif isinstance(body, TextBody):
-        yield f"{path}.text", body.text, None
-    elif isinstance(body, BytesBody):
-        yield f"{path}.data", body.data.decode("utf-8", "ignore"), None
-    elif isinstance(body, SseBody):
-        for index, event in enumerate(body.events):
-            yield from _json_leaves(dict(event), f"{path}.events[{index}]")
-        yield f"{path}.tail", body.tail, None
-    elif isinstance(body, NdjsonBody):
-        for index, line in enumerate(body.lines):
-            yield from _json_leaves(dict(line), f"{path}.lines[{index}]")
-        yield f"{path}.tail", body.tail, None
-    elif isinstance(body, EventStreamBody):
-        for index, frame in enumerate(body.frames):
-            where = f"{path}.frames[{index}]"
-            data = frame.get("data")
-            if isinstance(data, bytes):
-                yield f"{where}.data", data.decode("utf-8", "ignore"), None
-            yield from _json_leaves(dict(frame), where)  # headers, payload and text
-        yield f"{path}.tail", body.tail.decode("utf-8", "ignore"), None
-    elif isinstance(body, ChunksBody):
-        joined = b"".join(
-            c["data"]
-            for c in body.chunks
-            if isinstance(c, Mapping) and isinstance(c.get("data"), bytes)
-        )
-        # Joined, so a secret split across two chunks is still found.
-        yield f"{path}.chunks", joined.decode("utf-8", "ignore"), None
-
-
-def _error_leaves(error: RecordedError | None, path: str) -> Iterator[tuple[str, str, str | None]]:
-    if error is not None:
-        yield f"{path}.message", error.message, None
-
-
-def _header_leaves(headers: Headers, path: str) -> Iterator[tuple[str, str, str | None]]:
-    # The name is read too: a key pasted where a header name goes is written like any value.
-    for name, value in headers.multi_items():
-        yield f"{path}[{name!r}] (name)", name, None
-        yield f"{path}[{name!r}]", value, name
-
-
-def _leaves(interaction: Interaction) -> Iterator[tuple[str, str, str | None]]:
-    request = interaction.request
-    yield "request.url", request.url, None
-    yield from _header_leaves(request.headers, "request.headers")
-    yield from _body_leaves(request.body, "request.body")
-    response = interaction.response
-    if response is not None:
-        yield from _header_leaves(response.headers, "response.headers")
-        yield from _body_leaves(response.body, "response.body")
-        yield from _error_leaves(response.error, "response.error")
-    yield from _error_leaves(interaction.error, "error")
