@@ -97,7 +97,7 @@ def saved(error):
 
 @pytest.mark.parametrize(
     ("owner", "name"),
-    [(SecretScanner, "scan_cassette"), (Cassette, "to_bytes")],
+    [(SecretScanner, "scan_cassette"), (Cassette, "write_to")],
     ids=["the scan", "the encoder"],
 )
 def test_a_memory_error_while_writing_rescues_the_recording(
@@ -136,7 +136,7 @@ def test_when_the_scan_fails_every_time_the_recording_is_saved_unscanned_and_pri
 def test_when_the_encoder_fails_every_time_the_error_says_the_recording_is_lost(
     path, before, server, monkeypatch
 ):
-    fail_first(monkeypatch, Cassette, "to_bytes", times=None)
+    fail_first(monkeypatch, Cassette, "write_to", times=None)
     error = record(path, server)
     assert error.rescued is None
     assert "so it is lost" in str(error)

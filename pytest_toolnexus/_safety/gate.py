@@ -6,8 +6,9 @@ The interactions are redacted (:func:`.redact_interaction.redacted`: credential 
 query values, account-identifier keys), then every string of the result and of ``meta`` is
 scanned for what still looks like a secret; a hit raises :class:`SecretFoundError`, which
 names where each secret sits and never its value, and nothing is written. What passes is
-encoded by the cassette itself and written atomically
-(:func:`pytest_toolnexus._store.write.write_atomic`).
+encoded by the cassette itself as it is written atomically, one interaction at a time
+(:func:`pytest_toolnexus._store.write.write_atomic`): nothing of it reaches a file before all
+of it was scanned, and its encoding is never held whole.
 
 The gate sees a cassette as a :class:`Document`, so that it imports only what lies below it:
 the cassette, which asks the gate to save it, sits above.
@@ -19,7 +20,7 @@ Writing a cassette as it is, unredacted and unscanned, takes the explicit
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar, Final, Protocol, TypeVar
 
@@ -30,7 +31,15 @@ from pytest_toolnexus._store.write import write_atomic
 from .redact_interaction import redacted
 from .secrets import SecretScanner
 
-__all__ = ["SAVE_FIX", "Document", "redacted_cassette", "refuse_secrets", "safe_bytes", "save"]
+__all__ = [
+    "SAVE_FIX",
+    "Document",
+    "redacted_cassette",
+    "refuse_secrets",
+    "safe_bytes",
+    "safe_cassette",
+    "save",
+]
 
 
 class Document(Protocol):
@@ -43,6 +52,8 @@ class Document(Protocol):
     meta: dict[str, Any]
 
     def to_bytes(self) -> bytes: ...
+
+    def write_to(self, write: Callable[[bytes], object]) -> None: ...
 
 
 D = TypeVar("D", bound=Document)
@@ -76,6 +87,21 @@ def refuse_secrets(cassette: Document, scanner: SecretScanner, *, fix: str) -> N
     )
 
 
+def safe_cassette(
+    cassette: D,
+    *,
+    allow_secrets: Iterable[str] = (),
+    scanner: SecretScanner | None = None,
+    fix: str = SAVE_FIX,
+) -> D:
+    """What to write for ``cassette``: redacted, then scanned whole (by ``scanner``, or one
+    that lets ``allow_secrets`` through). Raises :class:`SecretFoundError` on a hit. Give the
+    result to ``write_atomic``, which encodes it as it writes it."""
+    safe = redacted_cassette(cassette)
+    refuse_secrets(safe, scanner or SecretScanner(allow=allow_secrets), fix=fix)
+    return safe
+
+
 def safe_bytes(
     cassette: Document,
     *,
@@ -83,21 +109,14 @@ def safe_bytes(
     scanner: SecretScanner | None = None,
     fix: str = SAVE_FIX,
 ) -> bytes:
-    """The bytes to write for ``cassette``: redacted, scanned (by ``scanner``, or one that
-    lets ``allow_secrets`` through), then encoded. Raises :class:`SecretFoundError` on a hit."""
-    safe = redacted_cassette(cassette)
-    refuse_secrets(safe, scanner or SecretScanner(allow=allow_secrets), fix=fix)
-    return safe.to_bytes()
+    """The bytes of :func:`safe_cassette`: redacted, scanned, then encoded."""
+    return safe_cassette(cassette, allow_secrets=allow_secrets, scanner=scanner, fix=fix).to_bytes()
 
 
 def save(
     cassette: Document, *, allow_secrets: Iterable[str] = (), unsafe_verbatim: bool = False
 ) -> None:
     """Write ``cassette`` to its path atomically: redacted and scanned (see
-    :func:`safe_bytes`), or, with ``unsafe_verbatim``, exactly as it is."""
-    data = (
-        cassette.to_bytes()
-        if unsafe_verbatim
-        else safe_bytes(cassette, allow_secrets=allow_secrets)
-    )
+    :func:`safe_cassette`), or, with ``unsafe_verbatim``, exactly as it is."""
+    data = cassette if unsafe_verbatim else safe_cassette(cassette, allow_secrets=allow_secrets)
     write_atomic(cassette.path, data)

@@ -98,21 +98,34 @@ def mask_keys(value: Any, keys: frozenset[str] = ACCOUNT_KEYS) -> Any:
     """A copy of a JSON value with the value of every key in ``keys`` masked, at any depth.
 
     Containers under a masked key are masked whole. Returns ``value`` itself when nothing
-    needed masking, so the common case allocates nothing.
+    needed masking, so the common case allocates nothing: a container is copied only when
+    something in it changes.
     """
     if isinstance(value, dict):
-        changed = False
-        out: dict[str, Any] = {}
+        out: dict[str, Any] | None = None
         for key, item in value.items():
-            masked = mask_value(item) if key in keys else mask_keys(item, keys)
-            changed = changed or masked is not item
-            out[key] = masked
-        return out if changed else value
+            if key in keys:
+                masked = mask_value(item)
+            elif isinstance(item, dict | list):
+                masked = mask_keys(item, keys)
+            else:
+                continue  # a scalar under another key stays as it is
+            if masked is not item:
+                if out is None:
+                    out = dict(value)
+                out[key] = masked
+        return value if out is None else out
     if isinstance(value, list):
-        items = [mask_keys(item, keys) for item in value]
-        if any(new is not old for new, old in zip(items, value, strict=True)):
-            return items
-        return value
+        items: list[Any] | None = None
+        for index, item in enumerate(value):
+            if not isinstance(item, dict | list):
+                continue
+            masked = mask_keys(item, keys)
+            if masked is not item:
+                if items is None:
+                    items = list(value)
+                items[index] = masked
+        return value if items is None else items
     return value
 
 

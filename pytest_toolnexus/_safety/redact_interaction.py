@@ -12,7 +12,7 @@ as well.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -47,9 +47,11 @@ def _masked_text(text: str) -> str:
 
 
 def _masked_piece(piece: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    """One stored SSE event or NDJSON line with account-identifier keys masked."""
+    """One stored SSE event or NDJSON line with account-identifier keys masked (``piece``
+    itself when it holds none)."""
     if key in piece:
-        masked: Mapping[str, Any] = deep_mask_keys(dict(piece))
+        # A map with nothing to mask comes back as it is, anything else as a new map.
+        masked: Mapping[str, Any] = deep_mask_keys(piece if type(piece) is dict else dict(piece))
         return masked
     text = piece.get("text")
     if isinstance(text, str):
@@ -59,10 +61,24 @@ def _masked_piece(piece: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return piece
 
 
+def _masked_pieces(pieces: Sequence[Mapping[str, Any]], key: str) -> list[Mapping[str, Any]] | None:
+    """The pieces of a stream with account-identifier keys masked, or None when none held
+    any (a long stream is not copied to be written as it is)."""
+    out: list[Mapping[str, Any]] | None = None
+    for index, piece in enumerate(pieces):
+        masked = _masked_piece(piece, key)
+        if masked is not piece:
+            if out is None:
+                out = list(pieces)
+            out[index] = masked
+    return out
+
+
 def masked_body(body: Body, *, in_text: bool = True) -> Body:
     """``body`` with account-identifier keys masked, inside SSE, NDJSON and event stream
     payloads too, and (``in_text``) inside JSON that is stored as text. Request text bodies
-    match live requests byte for byte, so they are left as they are."""
+    match live requests byte for byte, so they are left as they are. A body with nothing to
+    mask is returned as it is."""
     if isinstance(body, JsonBody):
         value = deep_mask_keys(body.value)
         return body if value is body.value else JsonBody(value, body.times)
@@ -70,27 +86,35 @@ def masked_body(body: Body, *, in_text: bool = True) -> Body:
         text = _masked_text(body.text)
         return body if text is body.text else TextBody(text)
     if isinstance(body, SseBody):
-        return SseBody([_masked_piece(e, "data") for e in body.events], body.tail)
+        events = _masked_pieces(body.events, "data")
+        return body if events is None else SseBody(events, body.tail)
     if isinstance(body, NdjsonBody):
-        return NdjsonBody([_masked_piece(line, "value") for line in body.lines], body.tail)
+        lines = _masked_pieces(body.lines, "value")
+        return body if lines is None else NdjsonBody(lines, body.tail)
     if isinstance(body, EventStreamBody):
-        return EventStreamBody([_masked_piece(f, "payload") for f in body.frames], body.tail)
+        frames = _masked_pieces(body.frames, "payload")
+        return body if frames is None else EventStreamBody(frames, body.tail)
     return body
 
 
 def redacted(interaction: Interaction) -> Interaction:
     """``interaction`` with its credential headers and query values ``REDACTED`` and its
-    account-identifier keys masked, in the request and the response."""
+    account-identifier keys masked, in the request and the response; ``interaction`` itself
+    when it holds nothing to redact (a loaded cassette is written without a copy of it)."""
     request = interaction.request
-    safe_request = RecordedRequest(
-        request.method,
-        redact_url(request.url),
-        redact_headers(request.headers),
-        masked_body(request.body, in_text=False),
-    )
+    url = redact_url(request.url)
+    headers = redact_headers(request.headers)
+    body = masked_body(request.body, in_text=False)
+    safe_request = request
+    if url != request.url or headers is not request.headers or body is not request.body:
+        safe_request = RecordedRequest(request.method, url, headers, body)
     response = interaction.response
+    safe_response = response
     if response is not None:
-        response = replace(
-            response, headers=redact_headers(response.headers), body=masked_body(response.body)
-        )
-    return Interaction(safe_request, response, interaction.error)
+        response_headers = redact_headers(response.headers)
+        response_body = masked_body(response.body)
+        if response_headers is not response.headers or response_body is not response.body:
+            safe_response = replace(response, headers=response_headers, body=response_body)
+    if safe_request is request and safe_response is response:
+        return interaction
+    return Interaction(safe_request, safe_response, interaction.error)

@@ -47,6 +47,7 @@ from pytest_toolnexus._store.cassette import (
 from pytest_toolnexus._store.read import unusable
 from pytest_toolnexus._store.recording import RecordingWriter
 from pytest_toolnexus._store.records import corrupt_at
+from pytest_toolnexus._store.write import fingerprint
 from pytest_toolnexus._timing.clock import Clock, InstantClock, RealClock, real_wall
 from pytest_toolnexus._timing.timepatch import install as install_clock
 from pytest_toolnexus._timing.timepatch import observe_sleeps
@@ -185,10 +186,16 @@ class CassetteSession(RequestPath):
         # A missing file is only an error once a request needs it: a test that sends nothing
         # passes with no cassette, as it would with no plugin, and recording it writes none.
         self._not_found: str | None = None
+        # What the file was when it was read whole (record mode "new"): the write merges
+        # what was read instead of reading it again, while the file is still that one.
+        read_as: tuple[int, int, int] | None = None
         if record == "none" and not self.existed:
             self._not_found = missing_message(self.path, note)
         elif record == "none" or (record in ("once", "new") and self.existed):
+            before = fingerprint(self.path)
             cassette = self._load(record)
+            if fingerprint(self.path) == before:
+                read_as = before
             loaded = cassette.interactions
             self._meta = {**cassette.meta, **self._meta}
         self._loaded_count = len(loaded)
@@ -213,6 +220,7 @@ class CassetteSession(RequestPath):
                 replace_unreadable=record == "all",
                 before_write=before_write,
                 fix=_SECRET_FIX,
+                loaded=None if read_as is None or record != "new" else (read_as, loaded),
             )
             if self._may_record
             else None

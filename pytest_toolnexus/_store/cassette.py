@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -117,19 +117,29 @@ class Cassette:
     def to_bytes(self) -> bytes:
         """This cassette encoded as it is, neither redacted nor scanned (:meth:`save` does
         both before it writes). The same cassette always encodes to the same bytes."""
-        doc = {
-            "format": FORMAT,
-            "version": VERSION,
-            "meta": self.meta,
-            "interactions": [i.to_doc() for i in self.interactions],
-        }
+        parts: list[bytes] = []
+        self.write_to(parts.append)
+        return b"".join(parts)
+
+    def write_to(self, write: Callable[[bytes], object]) -> None:
+        """Give ``write`` (a file's ``write``) the bytes of :meth:`to_bytes`, one interaction
+        at a time, so that writing a large cassette never holds its whole encoding: the
+        document's map is written as msgpack writes a map, its ``interactions`` array as an
+        array header and then each interaction's map."""
+        packer = msgpack.Packer(use_bin_type=True, datetime=False)
         try:
-            packed: bytes = msgpack.packb(doc, use_bin_type=True, datetime=False)
+            write(packer.pack_map_header(4))
+            for key, value in (("format", FORMAT), ("version", VERSION), ("meta", self.meta)):
+                write(packer.pack(key))
+                write(packer.pack(value))
+            write(packer.pack("interactions"))
+            write(packer.pack_array_header(len(self.interactions)))
+            for interaction in self.interactions:
+                write(packer.pack(interaction.to_doc()))
         except (TypeError, ValueError, OverflowError) as exc:
             raise CassetteFormatError(
                 f"cannot write cassette {self.path}: {exc}", path=str(self.path)
             ) from exc
-        return packed
 
     def validate(self) -> None:
         """Check every part that loading leaves for later: each interaction's request, response

@@ -1,10 +1,13 @@
 """A recording session's write: merged, stamped, through the gate, then placed.
 
 :class:`RecordingWriter` holds a lock across processes (xdist workers) while it merges the
-new interactions with what another writer put in the file meanwhile, stamps ``meta``, runs
-the ``before_write`` hook, sends the result through the gate (redaction, then the secret scan)
-and writes it atomically, or rescues it (:mod:`.write`). A write that fails in a way no rule
-expects still saves the session's recording where it can, and says where.
+new interactions with what the file holds (what the session read when it opened, while the
+file is still that one; else the file read again, with what another writer put in it
+meanwhile), stamps ``meta``, runs the ``before_write`` hook, sends the result through the gate
+(redaction, then the secret scan of all of it) and writes it atomically, encoding it as it
+goes, or rescues it (:mod:`.write`). So a write into a large cassette holds it once, as the
+session does, and never its whole encoding. A write that fails in a way no rule expects still
+saves the session's recording where it can, and says where.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_toolnexus._safety.gate import redacted_cassette, safe_bytes
+from pytest_toolnexus._safety.gate import redacted_cassette, safe_bytes, safe_cassette
 from pytest_toolnexus._safety.secrets import SecretScanner
 from pytest_toolnexus._seam.errors import CassetteError, CassetteSetAsideWarning, CassetteWriteError
 from pytest_toolnexus._version import __version__
@@ -39,6 +42,11 @@ class RecordingWriter:
     (record mode ``all``) records over a file that cannot be read, keeping it aside;
     otherwise such a file is left as it is and the recording rescued. ``fix`` ends the message
     of a write the secret scan refuses.
+
+    ``loaded`` is what the session read from the file when it opened, with the file's
+    :func:`fingerprint` when it read it (record mode ``new``): while the file is still that
+    one at the write, those interactions are merged instead of reading the file again, so a
+    large cassette is not held twice.
     """
 
     def __init__(
@@ -50,8 +58,10 @@ class RecordingWriter:
         replace_unreadable: bool,
         before_write: Callable[[_cassette.Cassette], None] | None,
         fix: str,
+        loaded: tuple[tuple[int, int, int], Sequence[_cassette.Interaction]] | None = None,
     ) -> None:
         self.path = path
+        self._loaded = loaded
         self._run_id = run_id
         self._merge_always = merge_always
         self._replace_unreadable = replace_unreadable
@@ -74,34 +84,45 @@ class RecordingWriter:
         path = self.path
         with file_lock(path):
             try:
-                data, unreadable = self._prepare(recorded, meta, scanner)
+                kept, unreadable = self._write(recorded, meta, scanner)
             except CassetteError:
-                raise  # a secret, a value msgpack cannot hold: refused on purpose
-            except Exception as exc:  # MemoryError from the scan, a hook that raised, ...
+                raise  # a secret, a value msgpack cannot hold, a full disk: said already
+            except Exception as exc:  # MemoryError from the scan or the encoder, a hook, ...
                 raise self._unexpected(exc, recorded, meta, scanner) from exc
-            if unreadable is not None and not self._replace_unreadable:
-                # The file became unreadable while this session recorded (it was readable,
-                # or absent, when it began): leave it for a person to look at.
-                rescued = rescue(path, data)
-                saved = (
-                    f"the recording was saved to {rescued}"
-                    if rescued is not None
-                    else "saving the recording to the temp folder failed too, so it is lost"
-                )
-                raise CassetteWriteError(
-                    f"cannot write cassette {path}: another writer left it unreadable "
-                    f"while this session recorded ({unreadable}). It was left as it is, and "
-                    f"{saved}. Restore the file, or record with record mode 'all'.",
-                    path=str(path),
-                    rescued=None if rescued is None else str(rescued),
-                )
-            kept = write_or_rescue(path, data, set_aside_first=unreadable is not None)
         if kept is None:
             return None
         return CassetteSetAsideWarning(
             f"cassette {path} could not be read ({unreadable}); record mode 'all' recorded it "
             f"again, and the old file is kept as {kept}"
         )
+
+    def _write(
+        self,
+        recorded: Sequence[_cassette.Interaction],
+        meta: Mapping[str, Any],
+        scanner: SecretScanner,
+    ) -> tuple[Path | None, str | None]:
+        """:meth:`write` under the lock: the file moved aside (if any) and why it was."""
+        path = self.path
+        safe, unreadable = self._prepare(recorded, meta, scanner)
+        if unreadable is not None and not self._replace_unreadable:
+            # The file became unreadable while this session recorded (it was readable,
+            # or absent, when it began): leave it for a person to look at.
+            rescued = rescue(path, safe)
+            saved = (
+                f"the recording was saved to {rescued}"
+                if rescued is not None
+                else "saving the recording to the temp folder failed too, so it is lost"
+            )
+            raise CassetteWriteError(
+                f"cannot write cassette {path}: another writer left it unreadable "
+                f"while this session recorded ({unreadable}). It was left as it is, and "
+                f"{saved}. Restore the file, or record with record mode 'all'.",
+                path=str(path),
+                rescued=None if rescued is None else str(rescued),
+            )
+        kept = write_or_rescue(path, safe, set_aside_first=unreadable is not None)
+        return kept, unreadable
 
     def keep_beside(
         self,
@@ -115,12 +136,12 @@ class RecordingWriter:
         Returns the file, or None when it could not be saved anywhere."""
         with file_lock(self.path):
             try:
-                data, _ = self._prepare(recorded, meta, scanner)
+                safe, _ = self._prepare(recorded, meta, scanner)
+                return rescue(self.path, safe, beside="interrupted")
             except CassetteError:
                 raise
             except Exception as exc:
                 raise self._unexpected(exc, recorded, meta, scanner) from exc
-        return rescue(self.path, data, beside="interrupted")
 
     def _unexpected(
         self,
@@ -178,24 +199,31 @@ class RecordingWriter:
         recorded: Sequence[_cassette.Interaction],
         meta: Mapping[str, Any],
         scanner: SecretScanner,
-    ) -> tuple[bytes, str | None]:
-        """The bytes to write (merged, stamped, through the hook and the gate), and why the
-        file on disk cannot be read, if it cannot. Called with the lock held."""
+    ) -> tuple[_cassette.Cassette, str | None]:
+        """What to write (merged, stamped, through the hook and the gate: redacted and
+        scanned), and why the file on disk cannot be read, if it cannot. Called with the lock
+        held."""
         path = self.path
-        on_disk, unreadable = self._on_disk()
-        # Merge with what is on disk now instead of overwriting it when it may hold what
-        # another writer recorded since this session began: a test of this run (perhaps
-        # on another xdist worker), or any other process that wrote the file meanwhile.
-        same_run = (
-            on_disk is not None
-            and self._run_id is not None
-            and on_disk.meta.get("run_id") == self._run_id
-        )
-        changed = fingerprint(path) != self._found_at_start
-        if on_disk is not None and (same_run or changed or self._merge_always):
-            base = list(on_disk.interactions)
+        now = fingerprint(path)
+        base: list[_cassette.Interaction]
+        if self._merge_always and self._loaded is not None and self._loaded[0] == now:
+            # The file is the one the session read: what it read is what is there.
+            base, unreadable = list(self._loaded[1]), None
         else:
-            base = []
+            on_disk, unreadable = self._on_disk()
+            # Merge with what is on disk now instead of overwriting it when it may hold what
+            # another writer recorded since this session began: a test of this run (perhaps
+            # on another xdist worker), or any other process that wrote the file meanwhile.
+            same_run = (
+                on_disk is not None
+                and self._run_id is not None
+                and on_disk.meta.get("run_id") == self._run_id
+            )
+            changed = now != self._found_at_start
+            if on_disk is not None and (same_run or changed or self._merge_always):
+                base = list(on_disk.interactions)
+            else:
+                base = []
         stamped = {
             **meta,
             "recorded_at": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
@@ -204,10 +232,11 @@ class RecordingWriter:
         }
         if self._run_id is not None:
             stamped["run_id"] = self._run_id
-        cassette = _cassette.Cassette(path, base + list(recorded), stamped)
+        base.extend(recorded)
+        cassette = _cassette.Cassette(path, base, stamped)
         if self._before_write is not None:
             self._before_write(cassette)
-        return safe_bytes(cassette, scanner=scanner, fix=self._fix), unreadable
+        return safe_cassette(cassette, scanner=scanner, fix=self._fix), unreadable
 
     def _on_disk(self) -> tuple[_cassette.Cassette | None, str | None]:
         """The cassette on disk now, or None; and, for a file that cannot be read, why."""

@@ -11,7 +11,9 @@ session whether another writer replaced the file while it was recording, and
 :func:`file_lock` keeps two writers of one file apart.
 
 What is written is the gate's to decide (:mod:`pytest_toolnexus._safety.gate`: redaction,
-then the secret scan); this module only places the bytes it is given.
+then the secret scan); this module only places the bytes it is given, or the bytes a cassette
+gives as it encodes itself one interaction at a time (:class:`Encoding`), so that a large
+cassette's encoding is never held whole.
 """
 
 from __future__ import annotations
@@ -23,14 +25,15 @@ import hashlib
 import os
 import secrets
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from pytest_toolnexus._seam.errors import CassetteWriteError
 
 __all__ = [
     "RESCUE_FOLDER",
+    "Encoding",
     "check_target",
     "file_lock",
     "fingerprint",
@@ -54,19 +57,30 @@ _REASONS: Final = {
 }
 
 
+class Encoding(Protocol):
+    """What writes its own bytes: a cassette, one interaction at a time
+    (``Cassette.write_to``)."""
+
+    def write_to(self, write: Callable[[bytes], object]) -> None: ...
+
+
 def _stamp() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old file or the new, never half."""
+def write_atomic(path: Path, data: bytes | Encoding) -> None:
+    """Replace ``path`` with ``data`` (bytes, or a cassette encoded as it is written) so that a
+    crash, or an encoding that fails halfway, leaves the old file or the new, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     # os.open with 0o666 lets the umask decide the mode, as for any file the user creates.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            if isinstance(data, bytes):
+                handle.write(data)
+            else:
+                data.write_to(handle.write)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -123,8 +137,9 @@ def set_aside(path: Path) -> Path:
     return backup
 
 
-def rescue(path: Path, data: bytes, *, beside: str | None = None) -> Path | None:
-    """Save ``data`` under a new name made from ``path``, and return it; None on failure.
+def rescue(path: Path, data: bytes | Encoding, *, beside: str | None = None) -> Path | None:
+    """Save ``data`` (bytes, or a cassette to encode as it is written) under a new name made
+    from ``path``, and return it; None on failure.
 
     With ``beside`` (``"interrupted"``, say) the file goes next to the cassette first, as
     ``<name>.msgpack.<beside>-<time>-<random>`` (not a ``*.msgpack``, so ``check`` skips it);
@@ -147,10 +162,13 @@ def rescue(path: Path, data: bytes, *, beside: str | None = None) -> Path | None
     return target
 
 
-def write_or_rescue(path: Path, data: bytes, *, set_aside_first: bool = False) -> Path | None:
+def write_or_rescue(
+    path: Path, data: bytes | Encoding, *, set_aside_first: bool = False
+) -> Path | None:
     """Write ``data`` to ``path`` atomically, first moving the file there aside when asked (and
-    returning the name it was moved to). When that fails, save ``data`` in the temp folder and
-    raise :class:`CassetteWriteError` naming the cassette, the reason and the rescued file."""
+    returning the name it was moved to). When the file system refuses it, save ``data`` in the
+    temp folder and raise :class:`CassetteWriteError` naming the cassette, the reason and the
+    rescued file. Any other failure (the encoding of ``data``) puts a file moved aside back."""
     kept: Path | None = None
     try:
         if set_aside_first:
@@ -175,6 +193,11 @@ def write_or_rescue(path: Path, data: bytes, *, set_aside_first: bool = False) -
             path=str(path),
             rescued=None if rescued is None else str(rescued),
         ) from exc
+    except BaseException:
+        if kept is not None:
+            with contextlib.suppress(OSError):
+                os.replace(kept, path)
+        raise
     return kept
 
 
