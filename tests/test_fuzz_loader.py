@@ -7,7 +7,9 @@ load AND pass ``validate()`` (a flipped bit can leave a valid file), or raise
 Nothing else may escape (no KeyError, TypeError, RecursionError, MemoryError), no case may cost
 more work than its size allows, and huge declared lengths must not allocate what they claim. A
 cassette that loads is also put through the secret scan, which ``pytest-toolnexus check`` runs
-next.
+next. Each case is also read one interaction at a time, as ``check`` reads it
+(``read_streamed``): it must refuse what the loader refuses, naming the file, and read the same
+``meta`` and interactions from what the loader loads.
 
 Work is counted, not timed: the function calls (Python and built-in, as ``cProfile`` counts
 them) that loading, validating and scanning one case makes. The count is the same on any
@@ -57,7 +59,9 @@ from pytest_toolnexus._store.cassette import (
     NdjsonBody,
     SseBody,
     TextBody,
+    check_bodies,
 )
+from pytest_toolnexus._store.streamed import read_streamed
 from tests.support.fuzzing import report, scaled
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,6 +140,28 @@ def folder(tmp_path_factory):
         yield tmp_path_factory.mktemp("fuzz")
 
 
+def read_as_check_does(path, label):
+    """The meta and interactions of ``path`` read one at a time (``read_streamed``, what
+    ``check`` reads with), each decoded and its stream checked; or the CassetteError raised."""
+    try:
+        streamed = read_streamed(path)
+        try:
+            read = []
+            for number, interaction in enumerate(streamed):
+                interaction.request  # noqa: B018
+                interaction.response  # noqa: B018
+                interaction.error  # noqa: B018
+                check_bodies(interaction, str(path), number)
+                read.append(interaction)
+        finally:
+            streamed.close()
+    except CassetteError as exc:
+        return exc
+    except BaseException as exc:
+        pytest.fail(f"{label}: {type(exc).__name__} escaped the streamed reader: {exc!r:.300}")
+    return streamed.meta, read
+
+
 class Fuzzer:
     def __init__(self, folder: Path, name: str):
         self.path = folder / f"{name}.msgpack"
@@ -163,10 +189,21 @@ class Fuzzer:
             self._profile.disable()
         calls = sum(entry.callcount for entry in self._profile.getstats())
         self._profile.clear()
+        streamed = read_as_check_does(self.path, label)
         if refused is not None:
             assert isinstance(refused, CassetteFormatError | CassetteVersionError), label
             assert refused.path == str(self.path), label
             assert str(self.path) in str(refused), label
+            assert isinstance(streamed, CassetteFormatError | CassetteVersionError), label
+            assert streamed.path == str(self.path), label
+        else:
+            assert not isinstance(streamed, BaseException), f"{label}: {streamed}"
+            meta, interactions = streamed
+            assert meta == cassette.meta, label
+            assert (
+                Cassette(self.path, interactions).to_bytes()
+                == Cassette(self.path, cassette.interactions).to_bytes()
+            ), label
         outcome = "loaded" if refused is None else "refused"
         budget = WORK_BASE + WORK_PER_BYTE * len(data)
         assert calls <= budget, (

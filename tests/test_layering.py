@@ -68,9 +68,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("_safety.redact_interaction", "_safety.joined", "_safety.leaves", "_safety.secrets"),
     # 8: the gate, the one writer of a cassette: redact, scan, then write atomically
     ("_safety.gate",),
-    # 9: the cassette (the document encoded and decoded, loaded, saved through the gate) and a
-    # recording session's write (merged with the file under a lock, then through the gate)
-    ("_store.cassette", "_store.recording"),
+    # 9: the cassette (the document encoded and decoded, loaded, saved through the gate), a
+    # recording session's write (merged with the file under a lock, then through the gate), and
+    # a file read one interaction at a time (for check)
+    ("_store.cassette", "_store.recording", "_store.streamed"),
     # 10: on stored interactions alone: what record and replay tell whoever sent a request (the
     # observer), reading what a model answered (views), and the parts of a match
     ("_session.observer", "_answers.views", "_session.parts", "_session.body_part"),
@@ -107,6 +108,7 @@ SAME_LAYER: dict[str, tuple[str, ...]] = {
     "_patching.install": ("_seam.errors",),
     "_safety.secrets": ("_safety.joined", "_safety.leaves"),
     "_store.recording": ("_store.cassette",),
+    "_store.streamed": ("_store.cassette",),
     "_safety.mask": ("_safety.rules",),
     "_safety.probes": ("_safety.rules",),
     "_timing.virtual": ("_timing.clock",),

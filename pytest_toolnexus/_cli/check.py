@@ -13,8 +13,9 @@ from typing import TextIO
 from pytest_toolnexus._answers.views import ViewError, dialect_of, stream_errors, view
 from pytest_toolnexus._safety.secrets import SecretScanner
 from pytest_toolnexus._seam.errors import CassetteError
-from pytest_toolnexus._store.cassette import Cassette, load_cassette
+from pytest_toolnexus._store.cassette import Interaction, check_bodies
 from pytest_toolnexus._store.place import link_message, link_out, project_root
+from pytest_toolnexus._store.streamed import StreamedCassette, read_streamed
 
 __all__ = ["check"]
 
@@ -61,30 +62,8 @@ def check(
     for path in _cassettes(paths):
         checked += 1
         _say_link_out(path, sys.stderr if err is None else err)
-        try:
-            cassette = load_cassette(path, validate=True)
-        except CassetteError as exc:
+        if not _check_one(path, scanner, out):
             problems += 1
-            print(f"FAIL {path}: {exc}", file=out)
-            continue
-        hits = scanner.scan_cassette(cassette.meta, cassette.interactions)
-        if hits:
-            problems += 1
-            print(f"FAIL {path}: {len(hits)} secret(s)", file=out)
-            for hit in hits:
-                print(f"  - {hit}", file=out)
-            continue
-        unreadable, notes = _read_answers(cassette)
-        if unreadable:
-            problems += 1
-            print(f"FAIL {path}: {len(unreadable)} provider answer(s) do not parse", file=out)
-            for line in unreadable:
-                print(f"  - {line}", file=out)
-            continue
-        count = len(cassette.interactions)
-        print(f"ok   {path} ({count} interaction{'' if count == 1 else 's'})", file=out)
-        for line in notes:
-            print(f"  info: {line}", file=out)
     if checked == 0:
         print("no cassettes found", file=out)
         return 1
@@ -92,29 +71,72 @@ def check(
     return 1 if problems else 0
 
 
-def _read_answers(cassette: Cassette) -> tuple[list[str], list[str]]:
-    """Successful answers from a known provider's API that its provider view cannot read,
-    and notes on answers that report an error inside a 2xx (an ``event: error`` in a stream, a
-    Responses ``response.failed``): a test may record one on purpose, so it is information,
-    not a failure."""
-    problems: list[str] = []
+def _check_one(path: Path, scanner: SecretScanner, out: TextIO) -> bool:
+    """Check one file, reading its interactions one at a time (so the memory it takes follows
+    its largest interaction, not its size), and say what was found; False on a problem.
+
+    Damage is reported before secrets, and secrets before unreadable answers, whichever
+    interaction comes first: each one is validated, scanned and read as it is reached, and
+    the report is made at the end."""
+    unreadable: list[str] = []
     notes: list[str] = []
-    for number, interaction in enumerate(cassette.interactions):
-        response = interaction.response
-        if response is None or not 200 <= response.status < 300:
-            continue
-        dialect = dialect_of(interaction)
-        if dialect is None:
-            continue
-        errors = stream_errors(interaction)
-        if errors:
-            said = "; ".join(errors[:3])
-            notes.append(
-                f"interaction #{number} ({dialect.name}) carries an error in its answer: {said}"
-            )
-            continue
+
+    def validated(streamed: StreamedCassette) -> Iterator[Interaction]:
+        for number, interaction in enumerate(streamed):
+            interaction.request  # noqa: B018  (reading each part decodes it, raising on damage)
+            interaction.response  # noqa: B018
+            interaction.error  # noqa: B018
+            check_bodies(interaction, path, number)
+            _read_answer(number, interaction, unreadable, notes)
+            yield interaction
+
+    try:
+        streamed = read_streamed(path)
         try:
-            view(interaction)
-        except ViewError as exc:
-            problems.append(f"interaction #{number} ({dialect.name}): {exc}")
-    return problems, notes
+            hits = scanner.scan_cassette(streamed.meta, validated(streamed))
+        finally:
+            streamed.close()
+    except CassetteError as exc:
+        print(f"FAIL {path}: {exc}", file=out)
+        return False
+    if hits:
+        print(f"FAIL {path}: {len(hits)} secret(s)", file=out)
+        for hit in hits:
+            print(f"  - {hit}", file=out)
+        return False
+    if unreadable:
+        print(f"FAIL {path}: {len(unreadable)} provider answer(s) do not parse", file=out)
+        for line in unreadable:
+            print(f"  - {line}", file=out)
+        return False
+    count = streamed.count
+    print(f"ok   {path} ({count} interaction{'' if count == 1 else 's'})", file=out)
+    for line in notes:
+        print(f"  info: {line}", file=out)
+    return True
+
+
+def _read_answer(
+    number: int, interaction: Interaction, problems: list[str], notes: list[str]
+) -> None:
+    """A successful answer from a known provider's API that its provider view cannot read
+    goes to ``problems``; an answer that reports an error inside a 2xx (an ``event: error``
+    in a stream, a Responses ``response.failed``) to ``notes``: a test may record one on
+    purpose, so it is information, not a failure."""
+    response = interaction.response
+    if response is None or not 200 <= response.status < 300:
+        return
+    dialect = dialect_of(interaction)
+    if dialect is None:
+        return
+    errors = stream_errors(interaction)
+    if errors:
+        said = "; ".join(errors[:3])
+        notes.append(
+            f"interaction #{number} ({dialect.name}) carries an error in its answer: {said}"
+        )
+        return
+    try:
+        view(interaction)
+    except ViewError as exc:
+        problems.append(f"interaction #{number} ({dialect.name}): {exc}")

@@ -83,9 +83,12 @@ __all__ = [
     "TextBody",
     "body_from_doc",
     "brief",
+    "check_bodies",
+    "checked_header",
     "damage_reason",
     "frame_doc",
     "frame_of",
+    "interaction_at",
     "load_cassette",
     "meta_problem",
     "sse_event_doc",
@@ -150,17 +153,7 @@ class Cassette:
         """
         self.decode()
         for index, interaction in enumerate(self.interactions):
-            response = interaction.response
-            bodies = (interaction.request.body, None if response is None else response.body)
-            try:
-                for body in bodies:
-                    if isinstance(body, JsonBody) and deeper_than(body.value):
-                        raise MalformedCassette(TOO_DEEP)
-                    if isinstance(body, SseBody | NdjsonBody | ChunksBody | EventStreamBody):
-                        for _ in body.pieces():
-                            pass
-            except (MalformedCassette, TypeError, ValueError, RecursionError) as exc:
-                raise corrupt_at(self.path, index, damage_reason(exc)) from exc
+            check_bodies(interaction, self.path, index)
 
     def decode(self) -> None:
         """Decode every interaction's request, response and error now, as loading once did
@@ -257,51 +250,80 @@ class Cassette:
                 f"{FORMAT!r}); is it a file from another tool?",
                 path=where,
             )
-        version = doc.get("version")
-        if isinstance(version, bool) or not isinstance(version, int):
-            raise CassetteFormatError(f"cassette {where} has no valid format version", path=where)
-        if version > VERSION:
-            raise CassetteVersionError(
-                f"cassette {where} uses format version {version}, and this pytest-toolnexus "
-                f"reads version {VERSION} at most; upgrade pytest-toolnexus",
-                path=where,
-            )
-        if version < 1:
-            raise CassetteFormatError(
-                f"cassette {where} has format version {version}, which never existed",
-                path=where,
-            )
-        meta = doc.get("meta", {})
-        raw = doc.get("interactions")
-        if not isinstance(meta, dict) or not isinstance(raw, list):
-            raise CassetteFormatError(
-                f"cassette {where} is corrupt: 'meta' must be a map and 'interactions' a list",
-                path=where,
-            )
-        epoch = meta.get("clock_epoch")
-        if epoch is not None and (
-            isinstance(epoch, bool)
-            or not isinstance(epoch, int | float)
-            or not 0 <= epoch <= MAX_EPOCH
-        ):
-            raise CassetteFormatError(
-                f"cassette {where} is corrupt: meta 'clock_epoch' must be a Unix time in seconds "
-                f"from 0 to {MAX_EPOCH:.0e}, found {brief(epoch)}",
-                path=where,
-            )
+        meta = checked_header(doc, where)
         # Each interaction's outline is checked now; its parts are decoded when first read.
-        interactions: list[Interaction] = []
-        lazy = LoadedInteraction.stored
-        for index, item in enumerate(raw):
-            if type(item) is not dict:
-                problem = "an interaction must be a map"
-            elif (item.get("response") is None) == (item.get("error") is None):
-                problem = "an interaction needs exactly one of 'response' and 'error'"
-            else:
-                interactions.append(lazy(item, where, index))
-                continue
-            raise corrupt_at(where, index, problem)
+        interactions: list[Interaction] = [
+            interaction_at(item, where, index) for index, item in enumerate(doc["interactions"])
+        ]
         return cls(path=path, interactions=interactions, meta=meta)
+
+
+def checked_header(doc: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The ``meta`` of a decoded document that holds the format marker, once its version,
+    ``meta``, ``interactions`` (a list) and ``meta.clock_epoch`` are checked. Raises
+    :class:`CassetteVersionError` or :class:`CassetteFormatError` naming ``where``."""
+    version = doc.get("version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise CassetteFormatError(f"cassette {where} has no valid format version", path=where)
+    if version > VERSION:
+        raise CassetteVersionError(
+            f"cassette {where} uses format version {version}, and this pytest-toolnexus "
+            f"reads version {VERSION} at most; upgrade pytest-toolnexus",
+            path=where,
+        )
+    if version < 1:
+        raise CassetteFormatError(
+            f"cassette {where} has format version {version}, which never existed",
+            path=where,
+        )
+    meta = doc.get("meta", {})
+    raw = doc.get("interactions")
+    if not isinstance(meta, dict) or not isinstance(raw, list):
+        raise CassetteFormatError(
+            f"cassette {where} is corrupt: 'meta' must be a map and 'interactions' a list",
+            path=where,
+        )
+    epoch = meta.get("clock_epoch")
+    if epoch is not None and (
+        isinstance(epoch, bool) or not isinstance(epoch, int | float) or not 0 <= epoch <= MAX_EPOCH
+    ):
+        raise CassetteFormatError(
+            f"cassette {where} is corrupt: meta 'clock_epoch' must be a Unix time in seconds "
+            f"from 0 to {MAX_EPOCH:.0e}, found {brief(epoch)}",
+            path=where,
+        )
+    return meta
+
+
+def interaction_at(item: object, where: str, index: int) -> Interaction:
+    """The interaction stored as ``item`` at position ``index`` of the file ``where``, its
+    outline checked (a map, with exactly one of a response and an error) and its parts left
+    to decode when first read. Raises :class:`CassetteFormatError` naming both."""
+    if type(item) is not dict:
+        problem = "an interaction must be a map"
+    elif (item.get("response") is None) == (item.get("error") is None):
+        problem = "an interaction needs exactly one of 'response' and 'error'"
+    else:
+        return LoadedInteraction.stored(item, where, index)
+    raise corrupt_at(where, index, problem)
+
+
+def check_bodies(interaction: Interaction, where: str | os.PathLike[str], index: int) -> None:
+    """Check what decoding an interaction's parts leaves for later: the events, lines,
+    chunks or frames of its streams, and that no JSON body nests deeper than a cassette holds
+    (``_seam.depth.MAX_DEPTH``), as replay would find. Raises :class:`CassetteFormatError`
+    naming the file ``where`` and the interaction's position ``index``."""
+    response = interaction.response
+    bodies = (interaction.request.body, None if response is None else response.body)
+    try:
+        for body in bodies:
+            if isinstance(body, JsonBody) and deeper_than(body.value):
+                raise MalformedCassette(TOO_DEEP)
+            if isinstance(body, SseBody | NdjsonBody | ChunksBody | EventStreamBody):
+                for _ in body.pieces():
+                    pass
+    except (MalformedCassette, TypeError, ValueError, RecursionError) as exc:
+        raise corrupt_at(where, index, damage_reason(exc)) from exc
 
 
 def meta_problem(meta: Mapping[str, Any]) -> str | None:

@@ -15,11 +15,11 @@ import errno
 import os
 import stat
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
 from pytest_toolnexus._seam.errors import CassetteFormatError, CassetteNotFoundError
 
-__all__ = ["read_cassette_bytes", "unusable"]
+__all__ = ["open_cassette_file", "read_cassette_bytes", "unusable"]
 
 _FLAGS: Final = (
     os.O_RDONLY
@@ -96,6 +96,13 @@ def read_cassette_bytes(target: Path) -> bytes:
     """The bytes of the regular file at ``target``. Raises :class:`CassetteNotFoundError`
     when nothing is there, and :class:`CassetteFormatError` for a folder or anything else that
     is not a regular file, without reading from it."""
+    with open_cassette_file(target) as handle:
+        return handle.read()
+
+
+def open_cassette_file(target: Path) -> BinaryIO:
+    """The regular file at ``target``, open for reading (the caller closes it). Raises as
+    :func:`read_cassette_bytes` does, without reading from anything that is not a file."""
     try:
         fd = os.open(target, _FLAGS)
     except FileNotFoundError as exc:
@@ -127,9 +134,7 @@ def read_cassette_bytes(target: Path) -> bytes:
             raise CassetteFormatError(f"cassette path {target} is a directory", path=str(target))
         if not stat.S_ISREG(mode):
             raise _refused(target, mode)
-        with open(fd, "rb", closefd=True) as handle:
-            fd = -1
-            return handle.read()
-    finally:
-        if fd >= 0:
-            os.close(fd)
+        return open(fd, "rb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
