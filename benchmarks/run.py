@@ -1,6 +1,6 @@
 """pytest-toolnexus benchmarks, as ratios against baselines measured in the same run.
 
-    .venv/bin/python benchmarks/run.py              # all eight, about 6-8 minutes on 2 cores
+    .venv/bin/python benchmarks/run.py              # all nine, about 8-10 minutes on 2 cores
     .venv/bin/python benchmarks/run.py --only 1 3   # some of them
     .venv/bin/python benchmarks/run.py --full-vcrpy # vcrpy sends all 2,000 requests (~15 min)
 
@@ -27,6 +27,7 @@ import bench_startup
 import bench_stream
 import bench_suite
 import bench_virtual
+import bench_write
 import openai  # noqa: F401  (idem)
 import yaml
 from _common import Table, now, remove_work_dir, work_dir
@@ -69,7 +70,7 @@ def _load() -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--only", type=int, nargs="+", choices=(1, 2, 3, 4, 5, 6, 7, 8), help="benchmarks to run"
+        "--only", type=int, nargs="+", choices=(1, 2, 3, 4, 5, 6, 7, 8, 9), help="benchmarks to run"
     )
     parser.add_argument(
         "--rounds", type=int, default=5, help="timed rounds of benchmark 1 (default 5)"
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         help="benchmark 1: let vcrpy replay all 2,000 requests instead of every 50th",
     )
     args = parser.parse_args(argv)
-    chosen = set(args.only or (1, 2, 3, 4, 5, 6, 7, 8))
+    chosen = set(args.only or (1, 2, 3, 4, 5, 6, 7, 8, 9))
 
     started_all = now()
     print(_header(), flush=True)
@@ -96,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             (6, lambda: bench_startup.run(work)),
             (7, lambda: bench_suite.run(work)),
             (8, lambda: bench_scan.run(work)),
+            (9, lambda: bench_write.run(work)),
         ]
         for number, step in steps:
             if number not in chosen:
