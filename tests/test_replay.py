@@ -649,7 +649,7 @@ def test_reading_a_sessions_transports_again_gives_the_same_ones(tmp_path):
 
     assert session.transport is first
     assert session.async_transport is first_async
-    assert len(session._recorders) == 2  # one recorder each, however often they are read
+    assert len(session._route._recorders) == 2  # one recorder each, however often they are read
     session.close()
 
 

@@ -1,15 +1,18 @@
 """The request path of a session: each request matched, played or recorded, in turn.
 
-:class:`RequestPath` is the half of :class:`~pytest_toolnexus._session.session.CassetteSession` that
-serves requests: the transports it hands to clients, the routing of one request (the closed
-and missing-file checks, the wire check, faults, the match, the miss), the keeping of what
-was recorded, and the questions a test asks afterwards (what played, what was left unused).
-The session's constructor and lifecycle (start, close, the write) set up the state declared
-here and stay in ``_session``.
+A :class:`RequestPath` is the object a
+:class:`~pytest_toolnexus._session.session.CassetteSession` holds to serve requests: the
+transports it hands to clients, the routing of one request (the closed and missing-file checks,
+the wire check, faults, the match, the miss), the keeping of what was recorded, and the
+questions a test asks afterwards (what played, what was left unused). It is made from what the
+session decided (the file read, the match index, the clock, whether it may record) and knows
+nothing of the session's lifecycle: the session tells it when to refuse requests
+(:meth:`RequestPath.shut`) and when to let go of its clients (:meth:`RequestPath.finish`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections.abc import Callable
@@ -20,7 +23,7 @@ from typing import Any
 from pytest_toolnexus._answers.views import ProviderView, ViewError, view
 from pytest_toolnexus._bridges.httpx import HTTPBridge
 from pytest_toolnexus._bridges.live import LiveTransport
-from pytest_toolnexus._patching.install import SessionClosedError, State
+from pytest_toolnexus._patching.install import SessionClosedError
 from pytest_toolnexus._safety.redact import redact_url
 from pytest_toolnexus._safety.redact_interaction import redacted
 from pytest_toolnexus._safety.secrets import SecretScanner, credential_environment
@@ -99,39 +102,87 @@ __tracebackhide__ = expected_error
 class RequestPath:
     """Serving requests from a cassette: the transports, the routing, what was played.
 
-    The state below is set by the session's constructor.
+    ``index`` holds the interactions loaded (the first ``loaded_count`` of it); ``t0`` is the
+    clock reading requests are timed from; ``not_found`` is the sentence a request gets when
+    the cassette it needs is missing. The lists below are the session's record of the test:
+    the misses and the damage raised to the client, what the recorder could not parse, and
+    every request sent.
     """
 
-    path: Path
-    record_mode: str
-    rules: MatchRules
-    clock: Clock
-    misses: list[CassetteMissError]
-    damaged: list[CassetteFormatError]
-    recorder_problems: list[str]
-    requests: list[SentRequest]
-    _t0: float
-    _lock: threading.RLock
-    _index: Index
-    _faults: FaultSet
-    _may_record: bool
-    _state: State
-    _not_found: str | None
-    _wire_check: bool
-    _live: Transport | None
-    _async_live: AsyncTransport | DualTransport | None
-    _owned_live: list[LiveTransport]
-    _owned_async_live: list[LiveTransport]
-    _recorders: list[RecordingTransport]
-    _recorded: dict[int, Interaction]
-    _sequence: int
-    _playable: dict[int, bytes | None]
-    _seen_env: set[tuple[str, str]]
-    _allow_secrets: tuple[str, ...]
-    _redact_hook: Callable[[Interaction], Interaction | None] | None
-    _meta: dict[str, Any]
-    _note: str | None
-    _loaded_count: int
+    def __init__(
+        self,
+        path: Path,
+        *,
+        record_mode: str,
+        rules: MatchRules,
+        clock: Clock,
+        t0: float,
+        index: Index,
+        loaded_count: int,
+        may_record: bool,
+        not_found: str | None,
+        faults: FaultSet,
+        wire_check: bool,
+        live: Transport | None,
+        async_live: AsyncTransport | DualTransport | None,
+        redact: Callable[[Interaction], Interaction | None] | None,
+        allow_secrets: tuple[str, ...],
+        meta: dict[str, Any],
+        note: str | None,
+    ) -> None:
+        self.path = path
+        self.record_mode = record_mode
+        self.rules = rules
+        self.clock = clock
+        self._t0 = t0
+        self._index = index
+        self._loaded_count = loaded_count
+        self._may_record = may_record
+        self._not_found = not_found
+        self._faults = faults
+        self._wire_check = wire_check
+        self._live = live
+        self._async_live = async_live
+        self._redact_hook = redact
+        self._allow_secrets = allow_secrets
+        self._meta = meta
+        self._note = note
+        self._lock = threading.RLock()
+        self._shut = False
+        self.misses: list[CassetteMissError] = []
+        self.damaged: list[CassetteFormatError] = []
+        self.recorder_problems: list[str] = []
+        self.requests: list[SentRequest] = []
+        self._owned_live: list[LiveTransport] = []
+        self._owned_async_live: list[LiveTransport] = []
+        self._recorders: list[RecordingTransport] = []
+        self._recorded: dict[int, Interaction] = {}
+        self._sequence = 0
+        # ids of interactions checked (they live as long), with the encoded answer the check made
+        self._playable: dict[int, bytes | None] = {}
+        # Credential values in the environment when each request was sent (recording only):
+        # the scan at write time must find a key a test set and a monkeypatch took away.
+        self._seen_env: set[tuple[str, str]] = set()
+
+    def shut(self) -> None:
+        """Refuse every request from now on with :class:`SessionClosedError`: the block or
+        test that used the cassette is over."""
+        self._shut = True
+
+    def finish(self) -> None:
+        """Save the streams a recording left open, then close the clients this path opened;
+        each step runs whatever an earlier one raised."""
+        with contextlib.ExitStack() as steps:
+            for live in self._owned_live:
+                steps.callback(live.close)
+            for recorder in self._recorders:
+                steps.callback(recorder.finish_pending)
+
+    async def aclose_clients(self) -> None:
+        """Close the async clients this path opened, each whatever an earlier one raised."""
+        async with contextlib.AsyncExitStack() as steps:
+            for live in self._owned_async_live:
+                steps.push_async_callback(live.aclose)
 
     # -- transports -----------------------------------------------------------------------
 
@@ -274,13 +325,15 @@ class RequestPath:
         self._playable[key] = encoded
         return encoded
 
-    def _scanner(self) -> SecretScanner:
+    def scanner(self) -> SecretScanner:
+        """The secret scan for this cassette's write: the allowed values, and the credentials
+        the environment held while requests were sent."""
         return SecretScanner(allow=self._allow_secrets, seen=self._seen_env)
 
     def _begin(self, request: TransportRequest) -> Turn:
         if self._may_record:
             self._seen_env.update(credential_environment().items())
-        if self._state is State.CLOSED:
+        if self._shut:
             raise SessionClosedError(
                 f"cassette {self.path} is closed; {request.method} {request.url} came after "
                 "the end of the block or test that used it"
@@ -372,7 +425,7 @@ class RequestPath:
             record_mode=self.record_mode,
             meta=self._meta,
             note=self._note,
-            scanner=self._scanner(),
+            scanner=self.scanner(),
         )
 
     # -- end of use -----------------------------------------------------------------------

@@ -3,9 +3,10 @@
 This is the object the pytest plugin hands to tests as the ``cassette`` fixture, and what
 ``use_cassette`` returns for plain Python code.
 
-Why one module of just over 400 lines: what is left is the lifecycle alone (the constructor that
-checks the modes, loads the file and picks the clock; start, close and the write; the reports
-at the end). The request path is in :mod:`.route`, and each request's record in :mod:`.sent`.
+Why one module of just under 600 lines: what is left is the lifecycle (the constructor that checks
+the modes, loads the file and picks the clock; start, close and the write; the reports at the
+end), and the answers of the :class:`~.route.RequestPath` it holds, passed through one by one
+so that the public surface is written down here. Each request's record is in :mod:`.sent`.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ import contextlib
 import email.utils
 import functools
 import os
-import threading
 import types
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal, cast
 
-from pytest_toolnexus._bridges.live import LiveTransport
+from pytest_toolnexus._answers.views import ProviderView
+from pytest_toolnexus._bridges.httpx import HTTPBridge
 from pytest_toolnexus._patching.install import Installation, SessionClosedError, State
 from pytest_toolnexus._seam.errors import (
     CassetteFormatError,
@@ -41,6 +42,7 @@ from pytest_toolnexus._store.cassette import (
     Cassette,
     Interaction,
     MalformedCassette,
+    RecordedRequest,
     damage_reason,
     load_cassette,
 )
@@ -58,9 +60,8 @@ from .interruption import interruption
 from .match import Index, Matcher, MatchRules
 from .miss import missing_message
 from .modes import RECORD_MODES, TIMING_MODES, RecordMode, TimingMode
-from .record import RecordingTransport
 from .replay_check import DAMAGE
-from .route import RequestPath
+from .route import Leftovers, RequestPath
 from .sent import SentRequest
 
 __all__ = [
@@ -89,7 +90,7 @@ class UnusedInteractionsWarning(UserWarning):
     """A cassette closed with recorded interactions that no request played."""
 
 
-class CassetteSession(RequestPath):
+class CassetteSession:
     """One cassette in use, with a record mode and a clock.
 
     ``record`` is one of ``none`` (replay only; a miss is an error), ``once`` (record when the
@@ -136,46 +137,15 @@ class CassetteSession(RequestPath):
             ignore_query=ignore_query,
             ignore_headers=ignore_headers,
         )
-        self._lock = threading.RLock()
         self._meta = dict(meta or {})
         self._on_unused = on_unused
-        self._redact_hook = redact
-        self._note = note
-        self._allow_secrets = tuple(allow_secrets)
-        self._wire_check = wire_check
-        self._faults = FaultSet(faults)
-        self.misses: list[CassetteMissError] = []
-        self.damaged: list[CassetteFormatError] = []
-        """Damage found while replaying (a part decoded on first read, a stream event), as
-        raised to the client: the plugin fails the test with it even if the code under test
-        caught it, or an SDK wrapped it in an error of its own."""
         self.written = False
         self.rescued: Path | None = None
         """Where a recording cut short (:meth:`mark_interrupted`) was kept instead of in the
         cassette, once :meth:`close` saved it."""
         self._discard = False
         self._interrupted: str | None = None
-        # ids of interactions checked (they live as long), with the encoded answer the check made
-        self._playable: dict[int, bytes | None] = {}
-        self.recorder_problems: list[str] = []
-        """What the recorder could not parse (the client's stream was not touched)."""
-        # Credential values in the environment when each request was sent (recording only):
-        # the scan at write time must find a key a test set and a monkeypatch took away.
-        self._seen_env: set[tuple[str, str]] = set()
-        self._live = live
-        # A dual transport given as ``live`` serves async requests too (through its acall).
-        self._async_live: AsyncTransport | DualTransport | None = (
-            async_live
-            if async_live is not None or async_side(live) is None
-            else cast(DualTransport, live)
-        )
-        self._owned_live: list[LiveTransport] = []
-        self._owned_async_live: list[LiveTransport] = []
-        self._recorders: list[RecordingTransport] = []
-        self._recorded: dict[int, Interaction] = {}
-        self._sequence = 0
         self._state = State.CREATED
-        self.requests: list[SentRequest] = []
         problem = unusable(self.path)
         if problem is not None:
             # No file can be at this path: say so now, not as a miss or an OSError later.
@@ -185,12 +155,12 @@ class CassetteSession(RequestPath):
         loaded: list[Interaction] = []
         # A missing file is only an error once a request needs it: a test that sends nothing
         # passes with no cassette, as it would with no plugin, and recording it writes none.
-        self._not_found: str | None = None
+        not_found: str | None = None
         # What the file was when it was read whole (record mode "new"): the write merges
         # what was read instead of reading it again, while the file is still that one.
         read_as: tuple[int, int, int] | None = None
         if record == "none" and not self.existed:
-            self._not_found = missing_message(self.path, note)
+            not_found = missing_message(self.path, note)
         elif record == "none" or (record in ("once", "new") and self.existed):
             before = fingerprint(self.path)
             cassette = self._load(record)
@@ -198,11 +168,10 @@ class CassetteSession(RequestPath):
                 read_as = before
             loaded = cassette.interactions
             self._meta = {**cassette.meta, **self._meta}
-        self._loaded_count = len(loaded)
-        self._index = Index(self.rules, [], allow_repeats, matcher)
+        index = Index(self.rules, [], allow_repeats, matcher)
         for position, interaction in enumerate(loaded):
             try:
-                self._index.add(interaction, played=False)
+                index.add(interaction, played=False)
             except (MalformedCassette, *DAMAGE) as exc:
                 # A URL with a port out of range or a broken IPv6 literal, a request body
                 # with bytes or NaN, or nested deeper than a cassette holds: the request
@@ -237,6 +206,30 @@ class CassetteSession(RequestPath):
         self._elapsed0 = self.clock.elapsed if isinstance(self.clock, VirtualClock) else 0.0
         if self._may_record:
             self._meta.setdefault("clock_epoch", round(real_wall(), 3))
+        self._route = RequestPath(
+            self.path,
+            record_mode=record,
+            rules=self.rules,
+            clock=self.clock,
+            t0=self._t0,
+            index=index,
+            loaded_count=len(loaded),
+            may_record=self._may_record,
+            not_found=not_found,
+            faults=FaultSet(faults),
+            wire_check=wire_check,
+            live=live,
+            # A dual transport given as ``live`` serves async requests too (its acall).
+            async_live=(
+                async_live
+                if async_live is not None or async_side(live) is None
+                else cast(DualTransport, live)
+            ),
+            redact=redact,
+            allow_secrets=tuple(allow_secrets),
+            meta=self._meta,
+            note=note,
+        )
 
     def _load(self, record: RecordMode) -> Cassette:
         try:
@@ -272,6 +265,102 @@ class CassetteSession(RequestPath):
     def replay_only(self) -> bool:
         """True when nothing this session serves may come from the network."""
         return not self._may_record
+
+    # -- the request path (what :class:`RequestPath` serves and keeps) ---------------------
+
+    @property
+    def transport(self) -> Transport:
+        """The sync seam transport serving this cassette (live traffic via a default client).
+        It is made on first use, and every read gives that same transport."""
+        return self._route.transport
+
+    @property
+    def async_transport(self) -> AsyncTransport:
+        """The async seam transport serving this cassette; made once, like :attr:`transport`."""
+        return self._route.async_transport
+
+    def http_transport(self) -> HTTPBridge:
+        """An httpx/httpx2 transport for ``httpx2.Client(transport=...)`` and friends."""
+        return self._route.http_transport()
+
+    def transport_for(self, live: Transport | None) -> Transport:
+        """A sync seam transport that records through ``live`` (default: its own client)."""
+        return self._route.transport_for(live)
+
+    def async_transport_for(self, live: AsyncTransport | DualTransport | None) -> AsyncTransport:
+        """An async seam transport that records through ``live`` (default: its own client)."""
+        return self._route.async_transport_for(live)
+
+    def inject(self, *faults: Fault) -> None:
+        """Add faults (from :mod:`pytest_toolnexus.faults`); they count requests from now on."""
+        self._route.inject(*faults)
+
+    @property
+    def requests(self) -> list[SentRequest]:
+        """Every request sent through this cassette, in order, as a :class:`SentRequest`."""
+        return self._route.requests
+
+    @property
+    def misses(self) -> list[CassetteMissError]:
+        """The misses raised to the client, whether or not the code under test caught them."""
+        return self._route.misses
+
+    @property
+    def damaged(self) -> list[CassetteFormatError]:
+        """Damage found while replaying (a part decoded on first read, a stream event), as
+        raised to the client: the plugin fails the test with it even if the code under test
+        caught it, or an SDK wrapped it in an error of its own."""
+        return self._route.damaged
+
+    @property
+    def recorder_problems(self) -> list[str]:
+        """What the recorder could not parse (the client's stream was not touched)."""
+        return self._route.recorder_problems
+
+    def unused(self) -> list[tuple[int, RecordedRequest]]:
+        """Loaded interactions that no request played, with their positions."""
+        return self._route.unused()
+
+    def view(self, request: int = -1) -> ProviderView:
+        """What the model answered to the ``request``-th request sent (the last by default),
+        in the provider-neutral shape of :mod:`pytest_toolnexus.views`."""
+        return self._route.view(request)
+
+    def unconsumed(self) -> list[SentRequest]:
+        """Replayed successful responses the client stopped reading while data remained that
+        it would have read (see :meth:`RequestPath.unconsumed` for what is not counted)."""
+        return self._route.unconsumed()
+
+    def unread(self) -> list[tuple[SentRequest, str]]:
+        """:meth:`unconsumed`, each with a short label of what was left."""
+        return self._route.unread()
+
+    def leftovers(self, *, unused: bool = True) -> Leftovers:
+        """What the code under test left of this cassette: interactions never played (unless
+        ``unused`` is false) and replayed responses never read to the end."""
+        return self._route.leftovers(unused=unused)
+
+    @property
+    def play_count(self) -> int:
+        """How many responses were replayed from the cassette (pytest-recording's
+        ``vcr.play_count``)."""
+        return self._route.play_count
+
+    @property
+    def all_played(self) -> bool:
+        """True when every loaded interaction was played (pytest-recording's
+        ``vcr.all_played``)."""
+        return self._route.all_played
+
+    @property
+    def recorded(self) -> list[Interaction]:
+        """Interactions recorded in this session so far, in the order their requests were sent."""
+        return self._route.recorded
+
+    @property
+    def interactions(self) -> list[Interaction]:
+        """Every interaction known to this session: loaded, then recorded."""
+        return self._route.interactions
 
     # -- the clock ------------------------------------------------------------------------
 
@@ -369,16 +458,14 @@ class CassetteSession(RequestPath):
         if self._state is State.CLOSED:
             return
         self._state = State.CLOSED
+        self._route.shut()
         # Each step runs whatever an earlier one raised, the clock coming off first; they are
         # registered in the reverse of the order they run in.
         with contextlib.ExitStack() as steps:
             steps.callback(self._report_unused)
             steps.callback(self._report_recorder_problems)
             steps.callback(self._write)
-            for live in self._owned_live:
-                steps.callback(live.close)
-            for recorder in self._recorders:
-                steps.callback(recorder.finish_pending)
+            steps.callback(self._route.finish)
             steps.callback(self._uninstall_all)
 
     async def aclose(self) -> None:
@@ -387,8 +474,7 @@ class CassetteSession(RequestPath):
         earlier one raised (a ``CancelledError``, say)."""
         async with contextlib.AsyncExitStack() as steps:
             steps.callback(self.close)
-            for live in self._owned_async_live:
-                steps.push_async_callback(live.aclose)
+            steps.push_async_callback(self._route.aclose_clients)
             steps.callback(self._uninstall_all)
 
     def _write(self) -> None:
@@ -398,7 +484,7 @@ class CassetteSession(RequestPath):
         if self._interrupted is not None:
             self._keep_beside(recorded)
             return
-        set_aside = self._writer.write(recorded, self._meta, self._scanner())
+        set_aside = self._writer.write(recorded, self._meta, self._route.scanner())
         self.written = True
         if set_aside is not None:
             warnings.warn(set_aside, stacklevel=4)
@@ -409,7 +495,7 @@ class CassetteSession(RequestPath):
         assert self._writer is not None
         head = f"cassette {self.path} was not written: {self._interrupted} stopped the recording"
         try:
-            self.rescued = self._writer.keep_beside(recorded, self._meta, self._scanner())
+            self.rescued = self._writer.keep_beside(recorded, self._meta, self._route.scanner())
         except CassetteWriteError as exc:  # the gate failed unexpectedly: saved elsewhere
             self.rescued = None if exc.rescued is None else Path(exc.rescued)
             message = f"{head}, and keeping it beside the cassette failed: {exc}"
@@ -429,7 +515,9 @@ class CassetteSession(RequestPath):
     def _report_recorder_problems(self) -> None:
         for problem in self.recorder_problems:
             warnings.warn(
-                RecorderWarning(self._scanner().mask(f"cassette {self.path}: recording {problem}")),
+                RecorderWarning(
+                    self._route.scanner().mask(f"cassette {self.path}: recording {problem}")
+                ),
                 stacklevel=3,
             )
 
