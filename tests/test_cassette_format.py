@@ -42,6 +42,7 @@ from pytest_toolnexus._store.cassette import (
     sse_event_of,
 )
 from pytest_toolnexus._store.streams import SseEvent, SseParser
+from tests.support.observers import Kept
 
 URL = "https://api.example.test/v1/chat/completions"
 
@@ -364,7 +365,7 @@ def test_a_body_msgpack_cannot_carry_is_stored_as_text_and_stays_loadable(tmp_pa
     def live(req):
         return TransportResponse(200, [("content-type", "application/json")], body)
 
-    RecordingTransport(live, recorded.append)(request_for(body))
+    RecordingTransport(live, Kept(recorded))(request_for(body))
     Cassette(path, recorded).save()
 
     (interaction,) = load_cassette(path).interactions

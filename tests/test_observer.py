@@ -34,6 +34,7 @@ from pytest_toolnexus._store.cassette import (
 from pytest_toolnexus._store.streams import SseEvent
 from pytest_toolnexus._timing.clock import real_monotonic
 from pytest_toolnexus._timing.virtual import VirtualClock
+from tests.support.observers import Kept
 
 URL = "http://127.0.0.1:9/v1/chat/completions"
 ANTHROPIC_URL = "http://127.0.0.1:9/v1/messages"
@@ -217,7 +218,7 @@ async def async_sse_live(request):
 
 def test_recording_tells_the_observer_each_event_then_the_end_then_the_interaction():
     kept = []
-    recorder = RecordingTransport(sse_live, kept.append)
+    recorder = RecordingTransport(sse_live, Kept(kept))
     watcher = Watcher()
     before = real_monotonic()
 
@@ -236,7 +237,7 @@ def test_recording_tells_the_observer_each_event_then_the_end_then_the_interacti
     interaction = watcher.calls[-1][1]
     assert isinstance(interaction.response.body, SseBody)
     assert len(interaction.response.body.events) == 4
-    assert kept == []  # the observer took the interaction in place of on_record
+    assert kept == []  # the call's observer took the interaction in place of the recorder's
 
 
 @pytest.mark.anyio
@@ -272,20 +273,21 @@ def test_a_stream_the_recorder_cannot_parse_is_told_to_the_observer(monkeypatch)
     problems = []
     watcher = Watcher()
 
-    list(RecordingTransport(sse_live, on_problem=problems.append)(request(), observer=watcher).body)
+    recorder = RecordingTransport(sse_live, Kept(problems=problems))
+    list(recorder(request(), observer=watcher).body)
 
     assert watcher.names()[-3:] == ["problem", "ended", "recorded"]
     [problem] = [call[1] for call in watcher.calls if call[0] == "problem"]
     assert problem.startswith(f"POST {URL}: RuntimeError while parsing the stream: boom")
     assert isinstance(watcher.calls[-1][1].response.body, ChunksBody)
-    assert problems == []  # the observer took it in place of on_problem
+    assert problems == []  # the call's observer took it in place of the recorder's
 
 
-def test_with_no_observer_the_recorder_hands_the_interaction_to_on_record():
+def test_a_call_with_no_observer_hands_the_interaction_to_the_recorders_own():
     kept = []
     problems = []
 
-    response = RecordingTransport(sse_live, kept.append, problems.append)(request())
+    response = RecordingTransport(sse_live, Kept(kept, problems))(request())
 
     assert list(response.body) == CHUNKS
     [interaction] = kept
@@ -293,7 +295,7 @@ def test_with_no_observer_the_recorder_hands_the_interaction_to_on_record():
     assert problems == []
 
 
-def test_a_recorder_with_neither_observer_nor_on_record_still_serves_the_client():
+def test_a_recorder_with_no_observer_at_all_still_serves_the_client():
     response = RecordingTransport(sse_live)(request())
 
     assert list(response.body) == CHUNKS

@@ -22,6 +22,7 @@ from pytest_toolnexus._seam.errors import ConnectError, RemoteProtocolError, Tra
 from pytest_toolnexus._seam.transport import ByteStream, TransportRequest
 from pytest_toolnexus._session.record import RecordingTransport
 from pytest_toolnexus._store.cassette import ChunksBody, JsonBody, NdjsonBody, SseBody
+from tests.support.observers import Kept
 from tests.support.realtime import apaced, paced, wall
 from tests.support.servers import (
     Drip,
@@ -43,14 +44,14 @@ def anyio_backend():
 
 @pytest.fixture
 def recorded():
-    """The interactions handed to ``on_record``, in the order they finished."""
+    """The interactions the recorder handed its observer, in the order they finished."""
     return []
 
 
 @pytest.fixture
 def recorder(recorded):
     with LiveTransport() as live:
-        yield RecordingTransport(live, recorded.append)
+        yield RecordingTransport(live, Kept(recorded))
 
 
 def stream_request(url, **fields):
@@ -93,7 +94,7 @@ def read_recorded(drip):
     read = Read(drip)
     with LiveTransport() as live, LoopbackServer(drip) as server:
         read.before = wall()
-        response = RecordingTransport(live, read.recorded.append)(
+        response = RecordingTransport(live, Kept(read.recorded))(
             stream_request(server.url("/v1/chat"))
         )
         assert isinstance(response.body, ByteStream)
@@ -156,7 +157,7 @@ def test_a_client_that_stops_reading_gives_an_incomplete_interaction():
         read = Read(Drip(EVENTS, interval=0.05))
         with LiveTransport() as live, LoopbackServer(read.drip) as server:
             read.before = wall()
-            response = RecordingTransport(live, read.recorded.append)(
+            response = RecordingTransport(live, Kept(read.recorded))(
                 stream_request(server.url("/v1/chat"))
             )
             for chunk in response.body:
@@ -393,7 +394,7 @@ async def test_async_recording_tees_each_event_as_it_arrives():
     async def run():
         read = Read(Drip(EVENTS, interval=INTERVAL))
         async with LiveTransport() as live:
-            recorder = RecordingTransport(live, read.recorded.append)
+            recorder = RecordingTransport(live, Kept(read.recorded))
             with LoopbackServer(read.drip) as server:
                 read.before = wall()
                 response = await recorder.acall(stream_request(server.url("/v1/chat")))
@@ -425,7 +426,7 @@ async def test_async_recording_tees_each_event_as_it_arrives():
 async def test_async_a_client_that_stops_reading_gives_an_incomplete_interaction(recorded):
     drip = Drip(EVENTS, interval=0.05)
     async with LiveTransport() as live:
-        recorder = RecordingTransport(live, recorded.append)
+        recorder = RecordingTransport(live, Kept(recorded))
         with LoopbackServer(drip) as server:
             response = await recorder.acall(stream_request(server.url("/v1/chat")))
             received = []
@@ -446,7 +447,7 @@ async def test_async_a_client_that_cancels_gives_an_incomplete_interaction(recor
     drip = Drip(EVENTS, interval=0.05)
     token = CancelToken()
     async with LiveTransport() as live:
-        recorder = RecordingTransport(live, recorded.append)
+        recorder = RecordingTransport(live, Kept(recorded))
         with LoopbackServer(drip) as server:
             response = await recorder.acall(stream_request(server.url("/v1/chat"), cancel=token))
             received = []
@@ -470,7 +471,7 @@ async def test_async_a_client_that_cancels_gives_an_incomplete_interaction(recor
 async def test_async_a_connect_error_is_recorded(recorded):
     url = f"http://127.0.0.1:{closed_port()}/"
     async with LiveTransport() as live:
-        recorder = RecordingTransport(live, recorded.append)
+        recorder = RecordingTransport(live, Kept(recorded))
         with pytest.raises(ConnectError):
             await recorder.acall(TransportRequest("GET", url))
 
@@ -480,7 +481,7 @@ async def test_async_a_connect_error_is_recorded(recorded):
 def test_finish_pending_saves_a_stream_nobody_closed(recorded):
     drip = Drip(EVENTS, interval=0.05)
     with LiveTransport() as live, LoopbackServer(drip) as server:
-        recorder = RecordingTransport(live, recorded.append)
+        recorder = RecordingTransport(live, Kept(recorded))
         response = recorder(stream_request(server.url("/v1/chat")))
         first = next(iter(response.body))
 

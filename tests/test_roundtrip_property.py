@@ -40,6 +40,7 @@ from pytest_toolnexus._session.record import RecordingTransport
 from pytest_toolnexus._store.cassette import JsonBody, SseBody, TextBody
 from pytest_toolnexus._store.streams import SseParser, parse_json_text
 from tests.support.fuzzing import counted, report_examples, scaled
+from tests.support.observers import Kept
 
 URL = "https://api.example.invalid/v1/stream"
 SSE = Headers([("content-type", "text/event-stream; charset=utf-8")])
@@ -81,7 +82,7 @@ def round_trip(folder: Path, headers: Headers, chunks: list[bytes], *, whole=Fal
             return TransportResponse(200, headers, b"".join(chunks))
         return TransportResponse(200, headers, ByteStream(list(chunks)))
 
-    recorder = RecordingTransport(live, recorded.append)
+    recorder = RecordingTransport(live, Kept(recorded))
     request = TransportRequest("POST", URL, body={"stream": True}, stream=not whole)
     response = recorder(request)
     if isinstance(response.body, ByteStream):
@@ -317,7 +318,7 @@ def test_a_lone_surrogate_is_refused_at_write_naming_the_file(folder):
     # JSON may escape half a surrogate pair; msgpack strings must be UTF-8, which cannot hold it.
     recorded = []
     recorder = RecordingTransport(
-        lambda request: TransportResponse(200, JSON, b'{"delta": "\\ud83d"}'), recorded.append
+        lambda request: TransportResponse(200, JSON, b'{"delta": "\\ud83d"}'), Kept(recorded)
     )
     recorder(TransportRequest("POST", URL, body={}))
     path = folder / "surrogate.msgpack"

@@ -30,6 +30,7 @@ from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._session.record import RecordingTransport
 from pytest_toolnexus._store.cassette import JsonBody, SseBody
 from pytest_toolnexus.build import build_cassette
+from tests.support.observers import Kept
 from tests.support.servers import LoopbackServer, write_chunk, write_chunked_head, write_response
 
 # Built at run time so that nothing secret-shaped sits in the repository's source.
@@ -140,7 +141,7 @@ def assert_nothing_secret_in(path):
 def record_sync(server, route, stream):
     recorded = []
     with LiveTransport() as live:
-        recorder = RecordingTransport(live, recorded.append)
+        recorder = RecordingTransport(live, Kept(recorded))
         response = recorder(live_request(server, route, stream))
         if stream:
             b"".join(response.body)
@@ -150,7 +151,7 @@ def record_sync(server, route, stream):
 async def record_async(server, route, stream):
     recorded = []
     async with LiveTransport() as live:
-        recorder = RecordingTransport(live, recorded.append)
+        recorder = RecordingTransport(live, Kept(recorded))
         response = await recorder.acall(live_request(server, route, stream))
         if stream:
             async for _ in response.body:

@@ -10,7 +10,7 @@ Each request's progress, and the interaction it made, go to its
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import cast
 
 from pytest_toolnexus._seam.errors import TransportCancelled, TransportError, expected_error
@@ -30,13 +30,12 @@ from pytest_toolnexus._seam.transport import (
 )
 from pytest_toolnexus._store.cassette import (
     Interaction,
-    MalformedCassette,
     RecordedError,
     RecordedResponse,
 )
 from pytest_toolnexus._timing.clock import real_monotonic
 
-from .observer import Observer
+from .observer import NO_OBSERVER, Observer
 from .record_body import BodyRecorder, fixed_body, recorded_request
 
 __all__ = [
@@ -52,22 +51,23 @@ __tracebackhide__ = expected_error
 
 
 class _Recording:
-    """One interaction in flight: it is handed to ``on_record`` exactly once, when it ends.
+    """One interaction in flight: it is handed to ``observer.recorded`` exactly once, when it
+    ends, and leaves ``inflight`` then.
 
-    ``observer`` is told of each stored piece as it completes (with the real monotonic time),
-    of the end when the client read the whole answer, and of a stream it could not parse.
+    ``observer`` is also told of each stored piece as it completes (with the real monotonic
+    time), of the end when the client read the whole answer, and of a stream it could not parse.
     """
 
     def __init__(
         self,
         request: TransportRequest,
         observer: Observer,
-        on_record: Callable[[Interaction], None],
+        inflight: _Inflight,
     ) -> None:
         self._observer = observer
         self._pieces = 0
         self.request = recorded_request(request)
-        self._on_record = on_record
+        self._inflight = inflight
         self._start = real_monotonic()
         self._lock = threading.Lock()
         self._done = False
@@ -85,10 +85,11 @@ class _Recording:
             if self._done:
                 return
             self._done = True
+        self._inflight.left(self)
         response = interaction.response
         if response is not None and response.complete and response.error is None:
             self._observer.ended()
-        self._on_record(interaction)
+        self._observer.recorded(interaction)
 
     def failed(self, exc: BaseException) -> None:
         self._emit(Interaction(self.request, error=_error_of(exc, self.elapsed())))
@@ -162,15 +163,15 @@ class _Inflight:
         self._open: dict[int, _Recording] = {}
 
     def start(self, request: TransportRequest, observer: Observer) -> _Recording:
-        def handed_over(interaction: Interaction) -> None:
-            with self._lock:
-                self._open.pop(id(recording), None)
-            observer.recorded(interaction)
-
-        recording = _Recording(request, observer, handed_over)
+        recording = _Recording(request, observer, self)
         with self._lock:
             self._open[id(recording)] = recording
         return recording
+
+    def left(self, recording: _Recording) -> None:
+        """``recording`` has ended and been handed over."""
+        with self._lock:
+            self._open.pop(id(recording), None)
 
     def finish_all(self) -> int:
         with self._lock:
@@ -186,61 +187,28 @@ def _error_of(exc: BaseException, t_ms: float) -> RecordedError:
     return RecordedError(kind, message, t_ms)
 
 
-class _Sinks:
-    """The :class:`Observer` of a request sent with none: the recorder's own ``on_record`` and
-    ``on_problem`` (either may be None), and nothing else."""
-
-    def __init__(
-        self,
-        on_record: Callable[[Interaction], None] | None,
-        on_problem: Callable[[str], None] | None,
-    ) -> None:
-        self._on_record = on_record
-        self._on_problem = on_problem
-
-    def delivered(self, number: int, at: float) -> None:
-        pass
-
-    def ended(self) -> None:
-        pass
-
-    def recorded(self, interaction: Interaction) -> None:
-        if self._on_record is not None:
-            self._on_record(interaction)
-
-    def malformed(self, problem: MalformedCassette) -> Exception | None:
-        return None
-
-    def problem(self, text: str) -> None:
-        if self._on_problem is not None:
-            self._on_problem(text)
-
-
 class RecordingTransport:
     """A seam transport, sync and async (a
     :class:`~pytest_toolnexus._seam.transport.DualTransport`), that sends through ``live`` and
-    hands each finished interaction to ``on_record``, while the client reads every chunk as it
-    arrives. Calling it sends through ``live`` from sync code; ``acall`` sends
+    hands each finished interaction to its :class:`Observer`, while the client reads every
+    chunk as it arrives. Calling it sends through ``live`` from sync code; ``acall`` sends
     through ``live``'s async side (``live.acall``, or ``live`` itself when it is an async
     callable).
 
     An interaction is finished when its stream ends, fails, or is closed by the client (then it
-    is marked incomplete). ``on_record`` is called exactly once per request, and ``on_problem``
-    with a sentence for each stream the recorder could not parse. A call may pass its own
-    ``observer`` instead (to know which request an interaction belongs to): it is told of each
-    piece delivered, of the end when the client has read the whole answer, of the interaction
-    (in place of ``on_record``) and of a stream that could not be parsed (in place of
-    ``on_problem``).
+    is marked incomplete). The observer is told of each piece delivered, of the end when the
+    client has read the whole answer, of the interaction (exactly once per request) and of a
+    stream that could not be parsed. ``observer`` here serves every call; a call may pass its
+    own instead (a session does, to know which request an interaction belongs to).
     """
 
     def __init__(
         self,
         live: Transport | AsyncTransport | DualTransport,
-        on_record: Callable[[Interaction], None] | None = None,
-        on_problem: Callable[[str], None] | None = None,
+        observer: Observer = NO_OBSERVER,
     ) -> None:
         self._live = live
-        self._sinks = _Sinks(on_record, on_problem)
+        self._observer = observer
         self._inflight = _Inflight()
 
     def finish_pending(self) -> int:
@@ -248,7 +216,7 @@ class RecordingTransport:
         return self._inflight.finish_all()
 
     def _start(self, request: TransportRequest, observer: Observer | None) -> _Recording:
-        return self._inflight.start(request, self._sinks if observer is None else observer)
+        return self._inflight.start(request, self._observer if observer is None else observer)
 
     def __call__(
         self,

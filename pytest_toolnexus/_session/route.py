@@ -373,6 +373,12 @@ class RequestPath:
                 faults=[description for _, description in shapers],
             )
             self.requests.append(sent)
+            # Numbered in the order requests were sent: the cassette keeps that order.
+            recording = substitute is None and position is None
+            number = 0
+            if recording:
+                self._sequence += 1
+                number = self._sequence
         interaction = substitute
         if interaction is None and position is not None:
             interaction = self._index.interactions[position]
@@ -385,30 +391,25 @@ class RequestPath:
             position,
             shape,
             path=self.path,
-            keep=self._keeper(sent) if interaction is None else None,
+            keeper=self if recording else None,
+            number=number,
             problems=self.recorder_problems,
             damaged=self.damaged,
         )
 
-    def _keeper(self, sent: SentRequest) -> Callable[[Interaction], None]:
-        """Where one request's recorded interaction goes: numbered in the order requests were
-        sent, so the cassette keeps that order whatever order their streams end in."""
+    def keep(self, number: int, sent: SentRequest, interaction: Interaction) -> None:
+        """Keep what request ``number`` recorded (the :class:`~.sent.Keeper` of its turn):
+        through the redact hook and the redaction, under that number, so the cassette keeps
+        the order requests were sent in whatever order their streams end in."""
+        if self._redact_hook is not None:
+            changed = self._redact_hook(interaction)
+            if changed is None:
+                return  # the redact step said not to record it
+            interaction = changed
+        safe = redacted(interaction)
         with self._lock:
-            self._sequence += 1
-            number = self._sequence
-
-        def keep(interaction: Interaction) -> None:
-            if self._redact_hook is not None:
-                changed = self._redact_hook(interaction)
-                if changed is None:
-                    return  # the redact step said not to record it
-                interaction = changed
-            safe = redacted(interaction)
-            with self._lock:
-                self._recorded[number] = safe
-                sent.interaction = self._index.add(safe, played=True)
-
-        return keep
+            self._recorded[number] = safe
+            sent.interaction = self._index.add(safe, played=True)
 
     def _as_vcrpy_did(self, miss: CassetteMissError) -> CassetteMissError:
         """``miss`` as an ``Exception`` too when requests match as vcrpy's did, whose miss

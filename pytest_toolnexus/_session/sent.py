@@ -7,9 +7,9 @@ replay and recording tell what happens to it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from pytest_toolnexus._seam.errors import CassetteFormatError
 from pytest_toolnexus._seam.transport import RequestBody, TransportResponse
@@ -18,7 +18,7 @@ from pytest_toolnexus._store.records import corrupt_at
 
 from .replay import Shaper
 
-__all__ = ["SentRequest", "Turn"]
+__all__ = ["Keeper", "SentRequest", "Turn"]
 
 
 @dataclass
@@ -56,11 +56,20 @@ class SentRequest:
         return self.deliveries[-1] if self.deliveries else self.sent_at
 
 
+class Keeper(Protocol):
+    """Where a recorded interaction goes: the request path that numbered the request."""
+
+    def keep(self, number: int, sent: SentRequest, interaction: Interaction) -> None:
+        """Keep ``interaction``, recorded for the ``number``-th request recorded (numbered in
+        the order requests were sent), whose record is ``sent``."""
+
+
 class Turn:
     """How one request will be answered, and the :class:`Observer` of its way there.
 
-    ``interaction`` is what will be played (None: it is recorded live, and ``keep`` takes the
-    interaction the recording makes), ``position`` its place in the cassette, ``shape`` what
+    ``interaction`` is what will be played (None: it is recorded live, and ``keeper`` keeps
+    the interaction the recording makes as request ``number``), ``position`` its place in the
+    cassette, ``shape`` what
     faults do to it. As the request goes, the turn fills in its timing record ``sent``:
     ``origin`` is the clock time it was sent at, so each delivery is stamped in seconds since
     the session started.
@@ -75,7 +84,8 @@ class Turn:
         shape: Shaper | None,
         *,
         path: Path,
-        keep: Callable[[Interaction], None] | None,
+        keeper: Keeper | None,
+        number: int = 0,
         problems: list[str],
         damaged: list[CassetteFormatError] | None = None,
     ) -> None:
@@ -85,7 +95,8 @@ class Turn:
         self.position = position
         self.shape = shape
         self._path = path
-        self._keep = keep
+        self._keeper = keeper
+        self._number = number
         self._problems = problems
         self._damaged = damaged
 
@@ -104,8 +115,8 @@ class Turn:
         self.sent.complete = True
 
     def recorded(self, interaction: Interaction) -> None:
-        assert self._keep is not None, "a turn that plays an interaction records none"
-        self._keep(interaction)
+        assert self._keeper is not None, "a turn that plays an interaction records none"
+        self._keeper.keep(self._number, self.sent, interaction)
 
     def malformed(self, problem: MalformedCassette) -> Exception:
         error = corrupt_at(self._path, self.position, str(problem))
