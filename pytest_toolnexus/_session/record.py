@@ -13,6 +13,7 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import cast
 
+from pytest_toolnexus._bridges.live import LiveTransport
 from pytest_toolnexus._seam.errors import TransportCancelled, TransportError, expected_error
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.served import sending
@@ -224,6 +225,8 @@ class RecordingTransport:
         *,
         observer: Observer | None = None,
     ) -> TransportResponse:
+        if isinstance(self._live, LiveTransport):
+            self._live.prepare()  # its client is made before the request is timed
         recording = self._start(request, observer)
         try:
             with sending(request.url):  # the patched clients and the tripwire let it by
@@ -239,6 +242,8 @@ class RecordingTransport:
         *,
         observer: Observer | None = None,
     ) -> TransportResponse:
+        if isinstance(self._live, LiveTransport):
+            self._live.prepare(asynchronous=True)
         recording = self._start(request, observer)
         try:
             with sending(request.url):
