@@ -703,3 +703,13 @@ def test_an_unencodable_cassette_does_not_touch_the_previous_file(previous):
 def test_stored_event_maps_are_validated_when_replayed():
     with pytest.raises(Exception, match="comments must be a list of strings"):
         sse_event_of({"t": 1.0, "comments": "oops"})
+
+
+def test_a_cassette_made_with_a_path_as_a_string_saves_and_loads(tmp_path):
+    where = str(tmp_path / "deeper" / "plain.msgpack")
+    cassette = Cassette(where, [], {"note": "str path"})
+
+    cassette.save()
+
+    assert cassette.path == Path(where)
+    assert load_cassette(where).meta["note"] == "str path"

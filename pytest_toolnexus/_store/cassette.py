@@ -117,6 +117,10 @@ class Cassette:
     interactions: list[Interaction] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # A str or other os.PathLike is taken too, as everywhere a path is asked for.
+        self.path = Path(self.path)
+
     def to_bytes(self) -> bytes:
         """This cassette encoded as it is, neither redacted nor scanned (:meth:`save` does
         both before it writes). The same cassette always encodes to the same bytes."""
