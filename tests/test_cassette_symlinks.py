@@ -327,3 +327,32 @@ def test_a_path_through_a_link_then_back_up_is_said_too(tmp_path, store):
     assert found.path == root / "x.msgpack"
     assert found.real == store.parent / "x.msgpack"
     assert found.link == root / "link"
+
+
+@pytest.mark.parametrize("record", ["none", "once", "new", "all"])
+def test_a_cassette_that_is_a_symlink_loop_is_refused_when_opened_saying_so(tmp_path, record):
+    from pytest_toolnexus import CassetteFormatError, CassetteSession, CassetteWriteError
+
+    (tmp_path / "a.msgpack").symlink_to(tmp_path / "b.msgpack")
+    (tmp_path / "b.msgpack").symlink_to(tmp_path / "a.msgpack")
+
+    with pytest.raises((CassetteFormatError, CassetteWriteError)) as caught:
+        CassetteSession(tmp_path / "a.msgpack", record=record)
+
+    assert "leads round in a loop" in str(caught.value)
+    assert caught.value.path == str(tmp_path / "a.msgpack")
+
+
+def test_a_replay_of_a_dangling_cassette_link_names_where_it_points(tmp_path):
+    from pytest_toolnexus import CassetteMissError, CassetteSession, TransportRequest
+
+    link = tmp_path / "tape.msgpack"
+    link.symlink_to(tmp_path / "moved" / "tape.msgpack")
+    session = CassetteSession(link)
+
+    with pytest.raises(CassetteMissError) as caught:
+        session.transport(TransportRequest("GET", "http://127.0.0.1:9/v1/models"))
+
+    message = str(caught.value)
+    assert f"is a symlink to {tmp_path / 'moved' / 'tape.msgpack'}, which does not exist" in message
+    assert "GET http://127.0.0.1:9/v1/models" in message

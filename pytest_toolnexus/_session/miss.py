@@ -9,6 +9,7 @@ masked before anything is cut or printed, so the message is safe in logs and CI 
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -99,9 +100,13 @@ def body_closeness(
 
 
 def missing_message(path: Path, note: str | None) -> str:
-    """Why a replay-only session cannot answer anything: its cassette file does not exist."""
+    """Why a replay-only session cannot answer anything: its cassette file does not exist
+    (or it is a symlink to a file that does not)."""
+    missing = "does not exist"
+    if os.path.islink(path):
+        missing = f"is a symlink to {os.path.realpath(path)}, which does not exist"
     return (
-        f"cassette {path} does not exist, and record mode 'none' only "
+        f"cassette {path} {missing}, and record mode 'none' only "
         "replays. Record it once with record mode 'once' (pytest: "
         "--cassette-record=once), then commit the file." + (f" {note}" if note else "")
     )

@@ -59,13 +59,14 @@ def _shown(target: Path) -> str:
 
 def unusable(target: Path) -> str | None:
     """Why no file can be at ``target``, or None when one can (whether or not one is there):
-    the name holds a NUL character or is too long, a folder on the way is a symlink loop, or
-    permission to look is denied. A missing file, and a part of the path that is a file (which
-    a recording session refuses with its own message), are not this."""
+    the name holds a NUL character or is too long, a folder on the way or the file itself is a
+    symlink loop, or permission to look is denied. A missing file, and a part of the path that
+    is a file (which a recording session refuses with its own message), are not this."""
     if "\x00" in os.fspath(target):
         return "the path holds a NUL character, which no file name can"
     try:
-        os.lstat(target)
+        if stat.S_ISLNK(os.lstat(target).st_mode):
+            os.stat(target)  # the link itself: one that leads round in a loop
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
