@@ -276,6 +276,20 @@ def _toolnexus_marker(request: pytest.FixtureRequest) -> None:
         request.getfixturevalue("cassette")
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
+    """Run an async test so that a cassette miss leaving it fails it without ending the task
+    anyio runs the module's tests in (``_plugin/async_tests.py``)."""
+    from ._plugin.async_tests import misses_as_failures
+
+    test = pyfuncitem.obj
+    pyfuncitem.obj = misses_as_failures(test)
+    try:
+        return (yield)
+    finally:
+        pyfuncitem.obj = test
+
+
 # -- teardown checks and the end-of-run summary -------------------------------------------------
 
 
