@@ -212,6 +212,13 @@ class RecordingTransport:
         self._observer = observer
         self._inflight = _Inflight()
 
+    def prepare(self, *, asynchronous: bool = False) -> None:
+        """Make the live transport's own client now, if it makes one (a
+        :class:`~pytest_toolnexus.LiveTransport`): whoever times a request, this recorder or
+        the session that sends through it, calls this before it reads the clock."""
+        if isinstance(self._live, LiveTransport):
+            self._live.prepare(asynchronous=asynchronous)
+
     def finish_pending(self) -> int:
         """Save every stream still open as incomplete; returns how many there were."""
         return self._inflight.finish_all()
@@ -225,8 +232,7 @@ class RecordingTransport:
         *,
         observer: Observer | None = None,
     ) -> TransportResponse:
-        if isinstance(self._live, LiveTransport):
-            self._live.prepare()  # its client is made before the request is timed
+        self.prepare()  # the client is made before the request is timed
         recording = self._start(request, observer)
         try:
             with sending(request.url):  # the patched clients and the tripwire let it by
@@ -242,8 +248,7 @@ class RecordingTransport:
         *,
         observer: Observer | None = None,
     ) -> TransportResponse:
-        if isinstance(self._live, LiveTransport):
-            self._live.prepare(asynchronous=True)
+        self.prepare(asynchronous=True)
         recording = self._start(request, observer)
         try:
             with sending(request.url):

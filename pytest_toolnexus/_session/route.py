@@ -229,6 +229,8 @@ class RequestPath:
             self._recorders.append(recorder)
 
         def handle(request: TransportRequest) -> TransportResponse:
+            if recorder is not None:
+                recorder.prepare()  # before the request is timed: the client is not the server
             turn = self._begin(request)
             if turn.interaction is not None:
                 try:
@@ -262,6 +264,8 @@ class RequestPath:
             self._recorders.append(recorder)
 
         async def handle(request: TransportRequest) -> TransportResponse:
+            if recorder is not None:
+                recorder.prepare(asynchronous=True)
             turn = self._begin(request)
             if turn.interaction is not None:
                 try:
