@@ -13,9 +13,18 @@ import httpx2  # noqa: F401
 import ollama  # noqa: F401
 import openai  # noqa: F401
 import pytest
+from hypothesis import HealthCheck, settings
 
 from pytest_toolnexus._patching import install as install_state
 from pytest_toolnexus._patching.install import installed
+
+# The suite runs on busy machines (two xdist workers on two cores beside other work): a
+# property test judges what the code does, never how fast hypothesis draws its inputs or how
+# long one example takes. A test's own @settings still chooses its examples.
+settings.register_profile(
+    "busy", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.load_profile("busy")
 
 # pytester, and the emulator fixture the plugin's pytester tests share.
 pytest_plugins = ["pytester", "tests.support.plugin_projects"]
