@@ -92,8 +92,9 @@ LAYERS: list[tuple[str, ...]] = [
     # 14: what builds on a session or on faults: the timing assertions, the builder of
     # unrecorded answers (one module per provider) and the in-process model on it
     ("_timing.expect", "_answers.build*", "_answers.model"),
-    # 15: installing the bridges into the HTTP libraries, and the pytest plugin's own modules
-    ("_patching.*", "_plugin.*"),
+    # 15: installing the bridges into the HTTP libraries, the pytest plugin's own modules, and
+    # the loopback server (``serve``), which replays through a session per cassette
+    ("_patching.*", "_plugin.*", "_serve.*"),
     # 16: the command line (with import-vcr and migrate)
     ("_cli.*",),
     # 17: the public surface: the pytest11 entry point, the conformance kit, the package and
@@ -330,8 +331,11 @@ def test_only_compat_live_and_bridge_import_httpx():
     assert "_bridges.compat" in importers  # the check sees the imports it is meant to police
 
 
-# The other HTTP libraries: only their bridges and the patches that install them import one.
+# The other HTTP libraries: only their bridges and the patches that install them import one,
+# and the loopback server its web server (aiohttp's; docs/serve.md says why) in the modules
+# that speak HTTP: the application, the answer to a replayed request, the control API.
 OTHER_HTTP = {"aiohttp", "multidict", "yarl", "requests", "urllib3", "botocore", "boto3"}
+SERVER = ("_serve.app", "_serve.answer", "_serve.control")
 
 
 def test_only_bridges_and_their_patches_import_other_http_libraries():
@@ -339,11 +343,12 @@ def test_only_bridges_and_their_patches_import_other_http_libraries():
     outside = {
         m: where
         for m, where in importers.items()
-        if not (fnmatch.fnmatchcase(m, "_bridges.*") or fnmatch.fnmatchcase(m, "_patching.*"))
+        if not any(fnmatch.fnmatchcase(m, f) for f in ("_bridges.*", "_patching.*", *SERVER))
     }
 
     assert not outside, f"an HTTP library other than httpx imported outside a bridge: {outside}"
     assert "_bridges.aiohttp" in importers  # the check sees the imports it is meant to police
+    assert "_serve.app" in importers
 
 
 def test_the_store_never_imports_the_recorder_or_the_replayer():

@@ -223,7 +223,56 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ARG",
         help="an extra argument for the pytest run that collects the suite (repeatable)",
     )
+    _add_serve(commands)
     return parser
+
+
+def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="replay cassettes over loopback HTTP to a client in any language",
+        description="Serve the cassettes under each PATH (files or folders) on loopback HTTP, "
+        "matched as in pytest. A client picks a cassette by a path prefix "
+        "(BASE/c/<name>/v1/chat/completions) or the x-toolnexus-cassette header. Prints the "
+        "base URL on one line; a control API answers under BASE/_toolnexus/. Stops cleanly on "
+        "SIGINT or SIGTERM. docs/serve.md describes it.",
+    )
+    serve.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    serve.add_argument("--host", default="127.0.0.1", help="the address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
+    serve.add_argument(
+        "--timing",
+        choices=("real", "instant"),
+        default="real",
+        help="real: each piece at its recorded offset (default); instant: all at once",
+    )
+    serve.add_argument(
+        "--speed", type=_speed, default=1.0, metavar="X", help="divide recorded offsets by X"
+    )
+    serve.add_argument("--url-file", type=Path, metavar="F", help="also write the base URL to F")
+    serve.add_argument(
+        "--allow-repeats", action="store_true", help="an interaction may play more than once"
+    )
+    serve.add_argument(
+        "--match-on", default="default", metavar="PARTS", help="as the marker's match_on"
+    )
+    for option, what in (
+        ("--ignore-body", "a body path to ignore"),
+        ("--ignore-query", "a query parameter to ignore"),
+        ("--ignore-header", "a header to ignore"),
+        ("--match-header", "a header to compare"),
+    ):
+        serve.add_argument(option, action="append", default=[], metavar="NAME", help=what)
+
+
+def _speed(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError("the speed must be a positive number")
+    return value
 
 
 def _width(text: str) -> int:
@@ -315,6 +364,31 @@ def _import_vcr(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     )
 
 
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        from pytest_toolnexus._serve.app import run
+    except ImportError as exc:
+        print(
+            f"error: serve runs on aiohttp's web server, which cannot be imported ({exc}); "
+            "install it with: pip install 'pytest-toolnexus[serve]'",
+            file=sys.stderr,
+        )
+        return 2
+    from pytest_toolnexus._serve.catalog import ServeOptions
+
+    options = ServeOptions(
+        timing=args.timing,
+        speed=args.speed,
+        allow_repeats=args.allow_repeats,
+        match_on=args.match_on,
+        ignore_body=tuple(args.ignore_body),
+        ignore_query=tuple(args.ignore_query),
+        ignore_headers=tuple(args.ignore_header),
+        match_headers=tuple(args.match_header),
+    )
+    return run(args.paths, options, host=args.host, port=args.port, url_file=args.url_file)
+
+
 _BROKEN_PIPE = 141
 """The exit code of a command whose reader went away (``show FILE | head``): 128 + SIGPIPE,
 as a shell reports a command that SIGPIPE ended."""
@@ -352,6 +426,8 @@ def _run(argv: Sequence[str] | None) -> int:
         return _diff(args, sys.stdout, sys.stderr)
     if args.command == "import-vcr":
         return _import_vcr(args, sys.stdout, sys.stderr)
+    if args.command == "serve":
+        return _serve(args)
     if args.command == "migrate":
         from .migrate import migrate
 

@@ -1,0 +1,118 @@
+"""``pytest-toolnexus serve``: the aiohttp application and its life, from launch to a signal.
+
+aiohttp's web server, not ``http.server``: replay answers with streams whose pieces go out
+over seconds, for many clients at once, and its clock waits are ``await``s, so one asyncio
+loop serves every connection while each stream sleeps; aiohttp writes each piece as it is
+given (chunked, no buffering) and is already among the bridges' optional dependencies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from aiohttp import web
+
+from pytest_toolnexus._seam.errors import CassetteError
+
+from .answer import answer, log
+from .catalog import Catalog, ServeOptions
+from .control import PREFIX, control
+
+__all__ = ["make_app", "run", "serve_forever"]
+
+_CATALOG = web.AppKey("catalog", Catalog)
+
+
+def make_app(catalog: Catalog) -> web.Application:
+    """The application serving ``catalog``: the control API, and every other path replayed."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if request.path.startswith(PREFIX):
+            return await control(catalog, request)
+        return await answer(catalog, request)
+
+    app = web.Application(client_max_size=1 << 30)
+    app[_CATALOG] = catalog
+    app.router.add_route("*", "/{tail:.*}", handle)
+    return app
+
+
+def base_url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(temp, path)
+
+
+async def serve_forever(
+    catalog: Catalog,
+    *,
+    host: str,
+    port: int,
+    url_file: Path | None,
+    out: TextIO,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Listen until SIGINT or SIGTERM (or ``stop``), then close every connection and return."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for number in signals:
+        loop.add_signal_handler(number, stop.set)
+    runner = web.AppRunner(make_app(catalog), access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port, backlog=4096, shutdown_timeout=1.0)
+        await site.start()
+        url = base_url(host, runner.addresses[0][1])
+        if url_file is not None:
+            _write_atomically(url_file, url + "\n")
+        print(url, file=out, flush=True)
+        await stop.wait()
+    finally:
+        for number in signals:
+            loop.remove_signal_handler(number)
+        await runner.cleanup()
+
+
+def run(
+    paths: Sequence[Path],
+    options: ServeOptions,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    url_file: Path | None = None,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
+    """The ``serve`` command: 0 after a clean shutdown, 2 when a cassette cannot be served."""
+    handler = logging.StreamHandler(err)
+    handler.setFormatter(logging.Formatter("pytest-toolnexus serve: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.WARNING)
+    log.propagate = False
+    catalog = Catalog(options)
+    try:
+        catalog.load(paths)
+    except CassetteError as exc:
+        print(f"error: {exc}", file=err)
+        return 2
+    try:
+        asyncio.run(serve_forever(catalog, host=host, port=port, url_file=url_file, out=out))
+    except OSError as exc:
+        print(f"error: cannot listen on {host}:{port}: {exc}", file=err)
+        return 2
+    return 0

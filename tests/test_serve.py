@@ -1,0 +1,172 @@
+"""``pytest-toolnexus serve``: cassettes replayed over loopback HTTP, matched as in pytest.
+
+Each test starts the command as a process of its own and talks to it over loopback with a
+plain HTTP client, as a client in another language would.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pytest_toolnexus import CassetteMissError, CassetteSession, build
+from pytest_toolnexus._seam.transport import TransportRequest
+from tests.support.serve_cli import serving, start_serve
+
+CHAT = "https://api.openai.com/v1/chat/completions"
+ASKED = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]}
+MISS_STATUS = 490
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """A folder of built cassettes: a chat answer, a stream, an Ollama NDJSON stream."""
+    root = tmp_path / "cassettes"
+    build.build_cassette(
+        root / "chat" / "hello.msgpack",
+        [build.openai_chat("Hello there.", stream=False, request_body=ASKED)],
+    )
+    build.build_cassette(
+        root / "chat" / "bye.msgpack",
+        [build.openai_chat("Goodbye.", stream=False, request_body=ASKED)],
+    )
+    build.build_cassette(
+        root / "stream.msgpack",
+        [
+            build.openai_chat(
+                "one two three four", cadence=build.Cadence(ttft=0.3, gap=0.2), request_body=None
+            )
+        ],
+    )
+    build.build_cassette(
+        root / "ollama.msgpack",
+        [build.ollama_chat("a b c", cadence=build.Cadence(ttft=0.1, gap=0.1))],
+    )
+    return root
+
+
+def _sse_data(text: str) -> list[str]:
+    return [line[len("data: ") :] for line in text.splitlines() if line.startswith("data: ")]
+
+
+def test_the_url_is_printed_on_one_line_written_to_the_url_file_and_sigint_stops_it(
+    folder: Path, tmp_path: Path
+):
+    url_file = tmp_path / "run" / "url"
+    served = start_serve([folder], "--url-file", str(url_file))
+
+    assert url_file.read_text() == served.url + "\n"
+    assert served.url.startswith("http://127.0.0.1:")
+    assert httpx.get(served.url + "/_toolnexus/health").json() == {"ok": True, "cassettes": 4}
+    code, _ = served.stop(signal.SIGINT)
+    assert code == 0
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(served.url + "/_toolnexus/health")
+
+
+def test_a_cassette_is_chosen_by_path_prefix_or_by_header(folder: Path):
+    with serving([folder]) as served:
+        by_path = httpx.post(f"{served.url}/c/chat/hello/v1/chat/completions", json=ASKED)
+        by_header = httpx.post(
+            f"{served.url}/v1/chat/completions",
+            json=ASKED,
+            headers={"x-toolnexus-cassette": "chat/bye"},
+        )
+
+    assert by_path.status_code == 200
+    assert by_path.json()["choices"][0]["message"]["content"] == "Hello there."
+    assert by_path.headers["content-type"] == "application/json"
+    assert by_header.json()["choices"][0]["message"]["content"] == "Goodbye."
+
+
+def test_each_interaction_plays_once_unless_repeats_are_allowed(folder: Path):
+    with serving([folder / "chat" / "hello.msgpack"]) as served:
+        url = f"{served.url}/c/hello/v1/chat/completions"
+        first, second = httpx.post(url, json=ASKED), httpx.post(url, json=ASKED)
+    with serving([folder / "chat" / "hello.msgpack"], "--allow-repeats") as served:
+        url = f"{served.url}/c/hello/v1/chat/completions"
+        repeated = [httpx.post(url, json=ASKED).status_code for _ in range(3)]
+
+    assert first.status_code == 200
+    assert second.status_code == MISS_STATUS
+    assert "already played" in second.json()["error"]["message"]
+    assert repeated == [200, 200, 200]
+
+
+def test_a_miss_answers_490_with_the_message_pytest_gives_and_logs_it(folder: Path):
+    sent = {**ASKED, "messages": [{"role": "user", "content": "Bye"}]}
+    with serving([folder]) as served:
+        answer = httpx.post(f"{served.url}/c/chat/hello/v1/chat/completions", json=sent)
+        code, err = served.stop()
+    session = CassetteSession(folder / "chat" / "hello.msgpack")
+    with pytest.raises(CassetteMissError) as in_pytest:
+        session.transport(TransportRequest("POST", CHAT, body=sent))
+
+    assert answer.status_code == MISS_STATUS
+    assert answer.headers["x-should-retry"] == "false"
+    error = answer.json()["error"]
+    assert error["type"] == "toolnexus_miss"
+    assert error["cassette"] == "chat/hello"
+    assert error["message"] == str(in_pytest.value)
+    assert "root['messages'][0]['content']: recorded 'Hi', sent 'Bye'" in error["message"]
+    assert code == 0
+    assert "No recorded interaction matches POST " + CHAT in err
+
+
+def test_a_request_that_names_no_served_cassette_is_told_which_are(folder: Path):
+    with serving([folder]) as served:
+        nowhere = httpx.post(f"{served.url}/c/chat/nope/v1/chat/completions", json=ASKED)
+        unnamed = httpx.post(f"{served.url}/v1/chat/completions", json=ASKED)
+
+    assert nowhere.status_code == unnamed.status_code == MISS_STATUS
+    message = nowhere.json()["error"]["message"]
+    assert "the path /c/chat/nope/v1/chat/completions names no served cassette" in message
+    assert "chat/bye, chat/hello, ollama, stream" in message
+    assert "the request names no cassette" in unnamed.json()["error"]["message"]
+
+
+def _arrivals(url: str, body: object) -> list[tuple[float, str]]:
+    """Each non-empty line of a streamed answer with the seconds since the request was sent."""
+    start = time.perf_counter()
+    found = []
+    with httpx.stream("POST", url, json=body, timeout=30) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line:
+                found.append((time.perf_counter() - start, line))
+    return found
+
+
+def test_a_stream_arrives_at_the_recorded_offsets_divided_by_speed(folder: Path):
+    recorded = [0.3, 0.5, 0.7, 0.9]  # the four words; then the finish, usage and [DONE]
+    with serving([folder]) as served:
+        real = _arrivals(f"{served.url}/c/stream/v1/chat/completions", ASKED)
+    with serving([folder], "--speed", "2") as served:
+        fast = _arrivals(f"{served.url}/c/stream/v1/chat/completions", ASKED)
+    with serving([folder], "--timing", "instant") as served:
+        instant = _arrivals(f"{served.url}/c/stream/v1/chat/completions", ASKED)
+
+    words = [json.loads(line[6:])["choices"][0]["delta"].get("content") for _, line in real[1:5]]
+    assert words == ["one ", "two ", "three ", "four"]
+    for arrivals, speed in ((real, 1.0), (fast, 2.0)):
+        times = [t for t, _ in arrivals[1:5]]
+        # Never early; late by at most what a busy machine may add.
+        for got, due in zip(times, recorded, strict=True):
+            assert due / speed - 0.005 <= got <= due / speed + 0.25, (speed, times)
+    assert instant[-1][0] - instant[0][0] < 0.15
+    assert [line for _, line in instant] == [line for _, line in real]
+
+
+def test_ndjson_lines_go_out_one_by_one(folder: Path):
+    with serving([folder]) as served:
+        lines = _arrivals(f"{served.url}/c/ollama/api/chat", {"model": "llama3.2"})
+
+    texts = [json.loads(line)["message"]["content"] for _, line in lines[:-1]]
+    assert "".join(texts) == "a b c"
+    for (got, _), due in zip(lines, [0.1, 0.2, 0.3, 0.4], strict=True):
+        assert due - 0.005 <= got <= due + 0.25, lines
