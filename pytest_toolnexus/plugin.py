@@ -48,6 +48,7 @@ __all__ = [
     "cassette",
     "cassette_async_transport",
     "cassette_config",
+    "cassette_server",
     "cassette_transport",
     "pytest_addhooks",
     "pytest_addoption",
@@ -254,6 +255,16 @@ def cassette(
 
 
 @pytest.fixture
+def cassette_server(
+    request: pytest.FixtureRequest, cassette_config: Mapping[str, Any]
+) -> Iterator[str]:
+    """This test's cassette served over loopback HTTP: its base URL, for another process."""
+    from ._plugin.server import cassette_server  # the server's launcher, on first use
+
+    yield from cassette_server(request, cassette_config)
+
+
+@pytest.fixture
 def cassette_transport(cassette: CassetteSession) -> Transport:
     """A sync seam Transport served by this test's cassette, for clients that take one."""
     return cassette.transport
@@ -272,7 +283,12 @@ def _toolnexus_marker(request: pytest.FixtureRequest) -> None:
     unserved = unserved_vcr_marker(request.node)
     if unserved is not None:
         pytest.fail(unserved, pytrace=False)
-    if request.node.get_closest_marker("cassette") is not None:
+    # A test served by cassette_server (another process) names its cassette with the
+    # marker without this process replaying it too.
+    if (
+        request.node.get_closest_marker("cassette") is not None
+        and "cassette_server" not in request.fixturenames
+    ):
         request.getfixturevalue("cassette")
 
 

@@ -251,6 +251,12 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     serve.add_argument("--url-file", type=Path, metavar="F", help="also write the base URL to F")
     serve.add_argument(
+        "--report-file",
+        type=Path,
+        metavar="F",
+        help="at shutdown, write what each cassette played, left unused and missed to F (JSON)",
+    )
+    serve.add_argument(
         "--allow-repeats", action="store_true", help="an interaction may play more than once"
     )
     serve.add_argument(
@@ -386,7 +392,14 @@ def _serve(args: argparse.Namespace) -> int:
         ignore_headers=tuple(args.ignore_header),
         match_headers=tuple(args.match_header),
     )
-    return run(args.paths, options, host=args.host, port=args.port, url_file=args.url_file)
+    return run(
+        args.paths,
+        options,
+        host=args.host,
+        port=args.port,
+        url_file=args.url_file,
+        report_file=args.report_file,
+    )
 
 
 _BROKEN_PIPE = 141

@@ -30,14 +30,15 @@ from .report import report, report_unserved, say_link_out
 from .settings import CassetteOptions, default_cassette_path
 from .shared import ENDING, FAILED, RUN_ID, STATS, base_dir, shown
 
-__all__ = ["serve"]
+__all__ = ["cassette_path", "serve"]
 
 # pytest leaves this module's frames out of a failure's traceback when the error is one the
 # plugin raises on purpose (a miss, a usage error, a replayed transport failure).
 __tracebackhide__ = expected_error
 
 
-def _cassette_path(item: pytest.Item, options: CassetteOptions) -> Path:
+def cassette_path(item: pytest.Item, options: CassetteOptions) -> Path:
+    """Where ``item``'s cassette is: the default path, or what the cassette_path hook says."""
     config = item.config
     base = base_dir(config)
     # Tests in classes are named Class.test, so TestA::test_x and TestB::test_x do not share.
@@ -60,7 +61,7 @@ def serve(
     assert isinstance(item, pytest.Item)
     config = item.config
     options, vcr_redact = options_of(item, cassette_config)
-    path = _cassette_path(item, options)
+    path = cassette_path(item, options)
     where = shown(config, path)  # the cassette as reports name it
     record, note = record_mode(item, options, path)
     # item.ihook, not config.hook: a conftest.py's hooks apply to the tests under its folder.

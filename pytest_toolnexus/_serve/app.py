@@ -9,6 +9,7 @@ given (chunked, no buffering) and is already among the bridges' optional depende
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -24,7 +25,7 @@ from pytest_toolnexus._seam.errors import CassetteError
 
 from .answer import answer, log
 from .catalog import Catalog, ServeOptions
-from .control import PREFIX, control
+from .control import PREFIX, control, report_of
 
 __all__ = ["make_app", "run", "serve_forever"]
 
@@ -64,9 +65,11 @@ async def serve_forever(
     port: int,
     url_file: Path | None,
     out: TextIO,
+    report_file: Path | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Listen until SIGINT or SIGTERM (or ``stop``), then close every connection and return."""
+    """Listen until SIGINT or SIGTERM (or ``stop``), then close every connection and return,
+    writing the report (``GET /_toolnexus/report``'s) to ``report_file`` when one is given."""
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     signals = (signal.SIGINT, signal.SIGTERM)
@@ -86,6 +89,8 @@ async def serve_forever(
         for number in signals:
             loop.remove_signal_handler(number)
         await runner.cleanup()
+        if report_file is not None:
+            _write_atomically(report_file, json.dumps(report_of(catalog), indent=1) + "\n")
 
 
 def run(
@@ -95,6 +100,7 @@ def run(
     host: str = "127.0.0.1",
     port: int = 0,
     url_file: Path | None = None,
+    report_file: Path | None = None,
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
 ) -> int:
@@ -111,7 +117,11 @@ def run(
         print(f"error: {exc}", file=err)
         return 2
     try:
-        asyncio.run(serve_forever(catalog, host=host, port=port, url_file=url_file, out=out))
+        asyncio.run(
+            serve_forever(
+                catalog, host=host, port=port, url_file=url_file, report_file=report_file, out=out
+            )
+        )
     except OSError as exc:
         print(f"error: cannot listen on {host}:{port}: {exc}", file=err)
         return 2

@@ -20,7 +20,7 @@ from pytest_toolnexus._seam.errors import CassetteError
 from .catalog import Catalog, ServedCassette
 from .fault_spec import FaultSpecError, faults_from
 
-__all__ = ["PREFIX", "control"]
+__all__ = ["PREFIX", "control", "report_of"]
 
 PREFIX: Final = "/_toolnexus/"
 
@@ -93,12 +93,15 @@ async def _cassettes(catalog: Catalog, request: web.Request) -> web.Response:
     return web.json_response({"cassettes": [_state(s) for s in catalog.all()]})
 
 
+def report_of(catalog: Catalog) -> dict[str, Any]:
+    """Every served cassette's report, and the requests that named none."""
+    return {"cassettes": [_report(s) for s in catalog.all()], "unrouted": list(catalog.unrouted)}
+
+
 async def _report_of(catalog: Catalog, request: web.Request) -> web.Response:
     name = request.query.get("cassette")
     if name is None:
-        return web.json_response(
-            {"cassettes": [_report(s) for s in catalog.all()], "unrouted": catalog.unrouted}
-        )
+        return web.json_response(report_of(catalog))
     return web.json_response(_report(_named(catalog, name)))
 
 

@@ -1,0 +1,107 @@
+"""The ``cassette_server`` fixture: a test's cassette served to code under test in another
+process, in pytester projects run as a user's suite is."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_toolnexus import build
+
+ASKED = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]}
+
+# The code under test: a process of its own that posts to the base URL it is given.
+CHILD = """
+import json, sys, urllib.error, urllib.request
+
+url, body = sys.argv[1], sys.argv[2]
+request = urllib.request.Request(
+    url + "/v1/chat/completions", data=body.encode(), headers={"content-type": "application/json"}
+)
+try:
+    with urllib.request.urlopen(request) as answer:
+        print(json.load(answer)["choices"][0]["message"]["content"])
+except urllib.error.HTTPError as error:
+    print("failed with", error.code)  # swallowed, as code under test may
+"""
+
+TESTS = """
+import json, subprocess, sys
+
+import pytest
+
+ASKED = json.dumps({asked!r})
+
+
+def run(url, body=ASKED):
+    done = subprocess.run([sys.executable, "child.py", url, body], capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def test_served(cassette_server):
+    assert cassette_server.startswith("http://127.0.0.1:")
+    assert cassette_server.endswith("/c/test_served")
+    assert run(cassette_server) == "Hello there."
+
+
+def test_swallowed_miss(cassette_server):
+    assert run(cassette_server, json.dumps({{"model": "other"}})) == "failed with 490"
+
+
+@pytest.mark.cassette("shared", allow_repeats=True)
+def test_named_with_options(cassette_server):
+    assert [run(cassette_server) for _ in range(2)] == ["From shared."] * 2
+
+
+def test_unplayed(cassette_server):
+    pass
+
+
+def test_no_cassette(cassette_server):
+    pass
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    folder = pytester.path / "cassettes" / "test_project"
+    for name, text in (
+        ("test_served", "Hello there."),
+        ("test_swallowed_miss", "Hello there."),
+        ("shared", "From shared."),
+        ("test_unplayed", "Never asked."),
+    ):
+        build.build_cassette(
+            folder / f"{name}.msgpack", [build.openai_chat(text, stream=False, request_body=ASKED)]
+        )
+    pytester.makepyfile(child=CHILD)
+    pytester.makepyfile(test_project=TESTS.format(asked=ASKED))
+    return pytester
+
+
+def test_the_fixture_serves_the_tests_cassette_and_reports_at_teardown(project: pytest.Pytester):
+    result = project.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", "-rA")
+
+    result.assert_outcomes(passed=4, errors=2, warnings=1)
+    outcomes = {r.nodeid.split("::")[1]: r.outcome for r in []}
+    assert outcomes == {}
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_swallowed_miss*",
+            "*cassette_server: 1 request(s) to cassettes/test_project/test_swallowed_miss.msgpack"
+            " matched no recording (each was answered 490):*",
+            "*No recorded interaction matches POST https://api.openai.com/v1/chat/completions*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*cassette_server: the cassette cassettes/test_project/test_no_cassette.msgpack does "
+            "not exist. The server replays only*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*UnusedInteractionsWarning: cassette cassettes/test_project/test_unplayed.msgpack: 1 "
+            "recorded interaction(s) were never played through the server: "
+            "#0 POST https://api.openai.com/v1/chat/completions*"
+        ]
+    )
