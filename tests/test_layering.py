@@ -335,7 +335,7 @@ def test_only_compat_live_and_bridge_import_httpx():
 # and the loopback server its web server (aiohttp's; docs/serve.md says why) in the modules
 # that speak HTTP: the application, the answer to a replayed request, the control API.
 OTHER_HTTP = {"aiohttp", "multidict", "yarl", "requests", "urllib3", "botocore", "boto3"}
-SERVER = ("_serve.app", "_serve.answer", "_serve.control")
+SERVER = ("_serve.app", "_serve.answer", "_serve.control", "_serve.proxy")
 
 
 def test_only_bridges_and_their_patches_import_other_http_libraries():

@@ -224,6 +224,7 @@ def _parser() -> argparse.ArgumentParser:
         help="an extra argument for the pytest run that collects the suite (repeatable)",
     )
     _add_serve(commands)
+    _add_record(commands)
     return parser
 
 
@@ -269,6 +270,29 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ("--match-header", "a header to compare"),
     ):
         serve.add_argument(option, action="append", default=[], metavar="NAME", help=what)
+
+
+def _add_record(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    record = commands.add_parser(
+        "record",
+        help="a recording proxy: clients point their base URL at it, it writes a cassette",
+        description="Forward every request to --upstream (with its path and query) and tee "
+        "each answer back as it arrives, recording it as pytest does; on SIGINT or SIGTERM "
+        "write the cassette to --out through the same redaction and secret scan, atomically. "
+        "Prints its base URL on one line. docs/serve.md describes it.",
+    )
+    record.add_argument("--upstream", required=True, metavar="URL", help="where requests go")
+    record.add_argument("--out", required=True, type=Path, metavar="PATH", help="the cassette")
+    record.add_argument("--host", default="127.0.0.1", help="the address (default 127.0.0.1)")
+    record.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
+    record.add_argument("--url-file", type=Path, metavar="F", help="also write the base URL to F")
+    record.add_argument(
+        "--allow-secret",
+        action="append",
+        default=[],
+        metavar="VALUE",
+        help="a known fake value that is not a secret (repeatable)",
+    )
 
 
 def _speed(text: str) -> float:
@@ -402,6 +426,26 @@ def _serve(args: argparse.Namespace) -> int:
     )
 
 
+def _record(args: argparse.Namespace) -> int:
+    try:
+        from pytest_toolnexus._serve.proxy import record
+    except ImportError as exc:
+        print(
+            f"error: record runs on aiohttp's web server, which cannot be imported ({exc}); "
+            "install it with: pip install 'pytest-toolnexus[serve]'",
+            file=sys.stderr,
+        )
+        return 2
+    return record(
+        args.upstream,
+        args.out,
+        host=args.host,
+        port=args.port,
+        url_file=args.url_file,
+        allow_secrets=args.allow_secret,
+    )
+
+
 _BROKEN_PIPE = 141
 """The exit code of a command whose reader went away (``show FILE | head``): 128 + SIGPIPE,
 as a shell reports a command that SIGPIPE ended."""
@@ -441,6 +485,8 @@ def _run(argv: Sequence[str] | None) -> int:
         return _import_vcr(args, sys.stdout, sys.stderr)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "record":
+        return _record(args)
     if args.command == "migrate":
         from .migrate import migrate
 

@@ -23,11 +23,18 @@ from pytest_toolnexus._seam.errors import (
     WireCheckError,
 )
 from pytest_toolnexus._seam.headers import Headers
-from pytest_toolnexus._seam.transport import AsyncByteStream, TransportRequest
+from pytest_toolnexus._seam.transport import AsyncByteStream, TransportRequest, TransportResponse
 
 from .catalog import Catalog, ServedCassette
 
-__all__ = ["CASSETTE_HEADER", "MISS_STATUS", "answer", "miss_response"]
+__all__ = [
+    "CASSETTE_HEADER",
+    "MISS_STATUS",
+    "answer",
+    "miss_response",
+    "respond",
+    "seam_request",
+]
 
 MISS_STATUS: Final = 490
 """The status of an answer no recording gives. No registry assigns 490, so no API and no
@@ -72,7 +79,11 @@ def miss_response(kind: str, message: str, cassette: str | None) -> web.Response
     )
 
 
-def _seam_request(request: web.Request, url: str, content: bytes) -> TransportRequest:
+def seam_request(
+    request: web.Request, url: str, content: bytes, *, stream: bool = False
+) -> TransportRequest:
+    """The seam's request for what a client sent, addressed to ``url``; headers of the
+    connection and this server's own (``x-toolnexus-*``) are left out."""
     pairs = [
         (k.lower(), v)
         for k, v in request.headers.items()
@@ -85,6 +96,7 @@ def _seam_request(request: web.Request, url: str, content: bytes) -> TransportRe
         headers=headers,
         body=decode_body(headers, content),
         content=content,
+        stream=stream,
     )
 
 
@@ -98,9 +110,9 @@ async def answer(catalog: Catalog, request: web.Request) -> web.StreamResponse:
     served, target = found
     origin = request.headers.get(ORIGIN_HEADER)
     url = origin.rstrip("/") + target if origin else served.url_for(target)
-    seam_request = _seam_request(request, url, await request.read())
+    asked = seam_request(request, url, await request.read())
     try:
-        response = await served.session.async_transport(seam_request)
+        response = await served.session.async_transport(asked)
     except CassetteMissError as miss:
         served.missed(miss)
         return miss_response("miss", str(miss), served.name)
@@ -115,6 +127,14 @@ async def answer(catalog: Catalog, request: web.Request) -> web.StreamResponse:
         log.info("%s %s: %s, as recorded: closing the connection", request.method, url, exc)
         _break(request)
         raise web.HTTPServiceUnavailable() from None  # never sent: the transport is gone
+    return await respond(request, response, url)
+
+
+async def respond(
+    request: web.Request, response: TransportResponse, url: str
+) -> web.StreamResponse:
+    """Send a seam response on the wire: a byte stream piece by piece as it yields (a
+    failure in it breaks the connection, as it broke live), a whole body with its length."""
     headers = CIMultiDict(
         (k, v) for k, v in response.headers.multi_items() if k.lower() not in _HOP
     )

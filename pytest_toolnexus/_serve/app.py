@@ -28,7 +28,7 @@ from .answer import answer, log
 from .catalog import Catalog, ServeOptions
 from .control import PREFIX, control, report_of
 
-__all__ = ["make_app", "run", "serve_forever"]
+__all__ = ["base_url", "listen", "log_to", "make_app", "run", "serve_forever", "write_atomically"]
 
 _CATALOG = web.AppKey("catalog", Catalog)
 
@@ -51,12 +51,47 @@ def base_url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
     os.replace(temp, path)
+
+
+async def listen(
+    app: web.Application,
+    *,
+    host: str,
+    port: int,
+    url_file: Path | None,
+    out: TextIO,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Serve ``app`` until SIGINT or SIGTERM (or ``stop``), then close every connection and
+    return. The base URL is printed on one line once it listens, and written to ``url_file``."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for number in signals:
+        loop.add_signal_handler(number, stop.set)
+    # The first wait on a real clock loads the event loop's side of anyio (some 70 ms): done
+    # now, not in the first replayed answer, which would come late by as much.
+    await RealClock().await_until(real_monotonic() + 0.001)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port, backlog=4096, shutdown_timeout=1.0)
+        await site.start()
+        url = base_url(host, runner.addresses[0][1])
+        if url_file is not None:
+            write_atomically(url_file, url + "\n")
+        print(url, file=out, flush=True)
+        await stop.wait()
+    finally:
+        for number in signals:
+            loop.remove_signal_handler(number)
+        await runner.cleanup()
 
 
 async def serve_forever(
@@ -69,32 +104,22 @@ async def serve_forever(
     report_file: Path | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Listen until SIGINT or SIGTERM (or ``stop``), then close every connection and return,
-    writing the report (``GET /_toolnexus/report``'s) to ``report_file`` when one is given."""
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    signals = (signal.SIGINT, signal.SIGTERM)
-    for number in signals:
-        loop.add_signal_handler(number, stop.set)
-    # The first wait on a real clock loads the event loop's side of anyio (some 70 ms): done
-    # now, not in the first replayed answer, which would come late by as much.
-    await RealClock().await_until(real_monotonic() + 0.001)
-    runner = web.AppRunner(make_app(catalog), access_log=None, handle_signals=False)
-    await runner.setup()
+    """Serve ``catalog`` until a signal, then write the report (``GET /_toolnexus/report``'s)
+    to ``report_file`` when one is given."""
     try:
-        site = web.TCPSite(runner, host, port, backlog=4096, shutdown_timeout=1.0)
-        await site.start()
-        url = base_url(host, runner.addresses[0][1])
-        if url_file is not None:
-            _write_atomically(url_file, url + "\n")
-        print(url, file=out, flush=True)
-        await stop.wait()
+        await listen(make_app(catalog), host=host, port=port, url_file=url_file, out=out, stop=stop)
     finally:
-        for number in signals:
-            loop.remove_signal_handler(number)
-        await runner.cleanup()
         if report_file is not None:
-            _write_atomically(report_file, json.dumps(report_of(catalog), indent=1) + "\n")
+            write_atomically(report_file, json.dumps(report_of(catalog), indent=1) + "\n")
+
+
+def log_to(err: TextIO) -> None:
+    """Send the server's log (misses, broken connections) to ``err``."""
+    handler = logging.StreamHandler(err)
+    handler.setFormatter(logging.Formatter("pytest-toolnexus: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.WARNING)
+    log.propagate = False
 
 
 def run(
@@ -109,11 +134,7 @@ def run(
     err: TextIO = sys.stderr,
 ) -> int:
     """The ``serve`` command: 0 after a clean shutdown, 2 when a cassette cannot be served."""
-    handler = logging.StreamHandler(err)
-    handler.setFormatter(logging.Formatter("pytest-toolnexus serve: %(message)s"))
-    log.addHandler(handler)
-    log.setLevel(logging.WARNING)
-    log.propagate = False
+    log_to(err)
     catalog = Catalog(options)
     try:
         catalog.load(paths)

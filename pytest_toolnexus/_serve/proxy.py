@@ -1,0 +1,99 @@
+"""``pytest-toolnexus record``: a recording proxy that makes a cassette from any client.
+
+A client points its base URL at the proxy; each request goes on to ``--upstream`` with the
+path and query it was sent with, through a recording
+:class:`~pytest_toolnexus._session.session.CassetteSession` (record mode ``all``), whose
+recorder tees the answer: each piece goes back to the client the moment it arrives, and a
+copy is stamped and parsed as in pytest. On SIGINT or SIGTERM the session writes the cassette
+through the gate pytest writes through: redaction, the secret scan, then an atomic replace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TextIO
+
+from aiohttp import web
+
+from pytest_toolnexus._seam.errors import CassetteError, TransportError
+from pytest_toolnexus._session.session import CassetteSession
+
+from .answer import log, respond, seam_request
+from .app import listen, log_to
+
+__all__ = ["record"]
+
+
+def proxy_app(session: CassetteSession, upstream: str) -> web.Application:
+    """The application that forwards every request to ``upstream`` through ``session``."""
+    transport = session.async_transport
+    base = upstream.rstrip("/")
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        url = base + request.raw_path
+        asked = seam_request(request, url, await request.read(), stream=True)
+        try:
+            response = await transport(asked)
+        except TransportError as exc:
+            # Recorded as the failure it was; the client hears of it as a gateway would.
+            log.warning("%s %s: %s", request.method, url, exc)
+            return web.json_response(
+                {"error": {"type": "toolnexus_upstream", "message": f"{url}: {exc}"}}, status=502
+            )
+        return await respond(request, response, url)
+
+    app = web.Application(client_max_size=1 << 30)
+    app.router.add_route("*", "/{tail:.*}", handle)
+    return app
+
+
+def record(
+    upstream: str,
+    out: Path,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    url_file: Path | None = None,
+    allow_secrets: Iterable[str] = (),
+    stdout: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
+    """The ``record`` command: 0 once the cassette is written (or nothing was sent), 1 when
+    the write is refused (a secret the scan found, say), 2 when it cannot start."""
+    log_to(err)
+    if not upstream.startswith(("http://", "https://")):
+        print(f"error: --upstream {upstream!r} must be an http:// or https:// URL", file=err)
+        return 2
+    try:
+        session = CassetteSession(
+            out, record="all", timing="real", on_unused="ignore", allow_secrets=allow_secrets
+        )
+    except CassetteError as exc:
+        print(f"error: {exc}", file=err)
+        return 2
+
+    async def main() -> None:
+        try:
+            await listen(
+                proxy_app(session, upstream), host=host, port=port, url_file=url_file, out=stdout
+            )
+        finally:
+            await session.aclose()
+
+    try:
+        asyncio.run(main())
+    except CassetteError as exc:  # the gate refused the write (a secret): nothing was written
+        print(f"error: {out} was not written: {exc}", file=err)
+        return 1
+    except OSError as exc:
+        print(f"error: cannot listen on {host}:{port}: {exc}", file=err)
+        return 2
+    count = len(session.recorded)
+    if session.written:
+        print(f"recorded {count} interaction(s) into {out}", file=err)
+    else:
+        print(f"nothing was recorded; {out} was not written", file=err)
+    return 0

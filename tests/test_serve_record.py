@@ -1,0 +1,160 @@
+"""``pytest-toolnexus record``: a recording proxy in front of a fake upstream (the loopback
+emulator), whose cassette then replays the same in pytest and in ``serve``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from pytest_toolnexus import CassetteSession, load_cassette
+from tests.support.emulator import Emulator
+from tests.support.node_packages import npm_package
+from tests.support.realtime import wall
+from tests.support.serve_cli import Served, serving
+
+CLIENTS = Path(__file__).parent / "support" / "clients"
+STREAM = {
+    "model": "gpt-4o-mini",
+    "messages": [{"role": "user", "content": "Hi"}],
+    "stream": True,
+}
+CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hello"}]}
+
+
+def _start_record(upstream: str, out: Path, *args: str) -> Served:
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest_toolnexus",
+            "record",
+            "--upstream",
+            upstream,
+            "--out",
+            str(out),
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line.startswith("http://"), process.communicate()
+    return Served(line.strip(), process)
+
+
+def _stream_lines(url: str, body: object) -> tuple[list[tuple[float, bytes]], bytes]:
+    """Each chunk of a streamed answer with the real time it came, and the whole body."""
+    chunks = []
+    with (
+        httpx.Client(timeout=30) as client,
+        client.stream(
+            "POST", url, json=body, headers={"authorization": "Bearer sk-test-fake"}
+        ) as response,
+    ):
+        assert response.status_code == 200
+        for chunk in response.iter_raw():
+            chunks.append((wall(), chunk))
+    return chunks, b"".join(chunk for _, chunk in chunks)
+
+
+def test_record_tees_without_buffering_and_the_cassette_replays_identically(tmp_path: Path):
+    out = tmp_path / "recorded.msgpack"
+    with Emulator(events=4, delay=0.15, first_event_delay=0.1) as emulator:
+        proxy = _start_record(emulator.base_url, out)
+        chunks, through_proxy = _stream_lines(f"{proxy.url}/v1/chat/completions", STREAM)
+        with httpx.Client() as client:
+            chat = client.post(f"{proxy.url}/v1/chat/completions", json=CHAT)
+        sent = emulator.responses[0].snapshot()
+        code, err = proxy.stop()
+
+    assert code == 0, err
+    assert "recorded 2 interaction(s) into" in err
+    # Teed, not buffered: each delta reached the client before the upstream wrote the next.
+    deltas = sent.delta_times
+    first_seen = [next(t for t, _ in chunks if t >= written) for written in deltas]
+    for seen, following in zip(first_seen, deltas[1:], strict=False):
+        assert seen < following, (first_seen, deltas)
+    assert through_proxy == sent.body
+
+    cassette = load_cassette(out)
+    assert len(cassette.interactions) == 2
+    assert cassette.interactions[0].request.headers.get("authorization") != "Bearer sk-test-fake"
+    check = subprocess.run(
+        [sys.executable, "-m", "pytest_toolnexus", "check", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+
+    # In serve: the same bytes.
+    with serving([out], "--timing", "instant") as served:
+        _, from_serve = _stream_lines(f"{served.url}/c/recorded/v1/chat/completions", STREAM)
+        chat_from_serve = httpx.post(f"{served.url}/c/recorded/v1/chat/completions", json=CHAT)
+    assert from_serve == through_proxy
+    assert chat_from_serve.json() == chat.json()
+
+    # In pytest's session, the upstream gone: the same bytes.
+    session = CassetteSession(out, timing="instant")
+    with session, httpx.Client(transport=session.http_transport()) as client:
+        replayed = client.post(f"{emulator.base_url}/v1/chat/completions", json=STREAM)
+        replayed_chat = client.post(f"{emulator.base_url}/v1/chat/completions", json=CHAT)
+    assert replayed.content == through_proxy
+    assert replayed_chat.json() == chat.json()
+
+
+def test_a_secret_in_a_recording_refuses_the_write_without_printing_it(tmp_path: Path):
+    out = tmp_path / "secret.msgpack"
+    key = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7cDe0fGh3iJk6lMn9o"
+    leaky = {**CHAT, "messages": [{"role": "user", "content": f"my key is {key}"}]}
+    with Emulator() as emulator:
+        proxy = _start_record(emulator.base_url, out)
+        httpx.post(f"{proxy.url}/v1/chat/completions", json=leaky).raise_for_status()
+        code, err = proxy.stop(signal.SIGINT)
+
+    assert code == 1
+    assert f"error: {out} was not written" in err
+    assert key not in err
+    assert not out.exists()
+
+
+def test_the_node_openai_client_records_through_the_proxy_and_replays_in_serve(tmp_path: Path):
+    folder = npm_package("openai", "7")
+    out = tmp_path / "node.msgpack"
+    env = {**os.environ, "NODE_OPENAI": str(folder)}
+
+    def node(mode: str, url: str) -> list[dict[str, object]]:
+        done = subprocess.run(
+            ["node", str(CLIENTS / "openai_client.cjs"), mode, url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return [json.loads(line) for line in done.stdout.splitlines()]
+
+    with Emulator(events=3, delay=0.05) as emulator:
+        proxy = _start_record(emulator.base_url, out)
+        live_chat = node("chat", f"{proxy.url}/v1")
+        live_stream = node("stream", f"{proxy.url}/v1")
+        code, err = proxy.stop()
+    assert code == 0, err
+
+    with serving([out], "--timing", "instant") as served:
+        replay_chat = node("chat", f"{served.url}/c/node/v1")
+        replay_stream = node("stream", f"{served.url}/c/node/v1")
+
+    assert [c["content"] for c in replay_chat] == [c["content"] for c in live_chat]
+    assert [c["content"] for c in replay_stream] == [c["content"] for c in live_stream]
+    assert len(live_stream) == 3
