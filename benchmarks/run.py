@@ -1,6 +1,6 @@
 """pytest-toolnexus benchmarks, as ratios against baselines measured in the same run.
 
-    .venv/bin/python benchmarks/run.py              # all ten, about 8-10 minutes on 2 cores
+    .venv/bin/python benchmarks/run.py              # all eleven, about 9-11 minutes on 2 cores
     .venv/bin/python benchmarks/run.py --only 1 3   # some of them
     .venv/bin/python benchmarks/run.py --full-vcrpy # vcrpy sends all 2,000 requests (~15 min)
 
@@ -24,6 +24,7 @@ import bench_load
 import bench_record
 import bench_replay
 import bench_scan
+import bench_serve
 import bench_startup
 import bench_stream
 import bench_suite
@@ -71,7 +72,7 @@ def _load() -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--only", type=int, nargs="+", choices=range(1, 11), help="benchmarks to run"
+        "--only", type=int, nargs="+", choices=range(1, 12), help="benchmarks to run"
     )
     parser.add_argument(
         "--rounds", type=int, default=5, help="timed rounds of benchmark 1 (default 5)"
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         help="benchmark 1: let vcrpy replay all 2,000 requests instead of every 50th",
     )
     args = parser.parse_args(argv)
-    chosen = set(args.only or range(1, 11))
+    chosen = set(args.only or range(1, 12))
 
     started_all = now()
     print(_header(), flush=True)
@@ -100,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             (8, lambda: bench_scan.run(work)),
             (9, lambda: bench_write.run(work)),
             (10, lambda: bench_record.run(work)),
+            (11, lambda: bench_serve.run(work)),
         ]
         for number, step in steps:
             if number not in chosen:

@@ -1,0 +1,220 @@
+"""Benchmark 11: ``pytest-toolnexus serve`` against a bare aiohttp server (issue 22).
+
+Both run as processes of their own on loopback, as a client in another language meets them:
+
+- per request: sequential non-streamed POSTs over one keep-alive connection, answered by
+  ``serve --timing instant --allow-repeats`` from a cassette (the body matched semantically,
+  the recorded JSON answer encoded) and by a bare aiohttp handler that returns prebuilt bytes;
+  the two alternate in blocks, and each figure is the median over the blocks (goal: serve at
+  most ``PER_REQUEST_GOAL`` times the bare handler);
+- launch: from the process's start to the first answered request, for ``serve`` with 100
+  cassettes and for the bare aiohttp server (the floor: the interpreter and aiohttp's import),
+  with ``python -c pass`` beside them (goal: serve within ``LAUNCH_GOAL_MS`` ms, the issue's).
+
+Run alone: ``python benchmarks/bench_serve.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import httpx
+from _common import Table, median, ms, now, ratio, run_alone, us, verdict
+
+from pytest_toolnexus import build
+
+PER_REQUEST_GOAL = 2.0
+LAUNCH_GOAL_MS = 300.0
+BLOCKS = 15
+PER_BLOCK = 100
+LAUNCHES = 5
+CASSETTES = 100
+ASKED = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]}
+
+_BARE = """
+import sys
+from aiohttp import web
+
+body, port_file = open(sys.argv[1], "rb").read(), sys.argv[2]
+headers = {"content-type": "application/json"}
+
+
+async def handle(request):
+    await request.read()
+    return web.Response(body=body, headers=headers)
+
+
+async def main():
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    print(f"http://127.0.0.1:{runner.addresses[0][1]}", flush=True)
+    import asyncio
+    await asyncio.Event().wait()
+
+
+import asyncio
+asyncio.run(main())
+"""
+
+
+def _start(command: list[str]) -> tuple[subprocess.Popen[str], str, float]:
+    """Start a server; its process, its URL, and when it was started."""
+    started = now()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    url = process.stdout.readline().strip()
+    assert url.startswith("http://"), url
+    return process, url, started
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    process.terminate()
+    process.wait(timeout=20)
+
+
+class _RawClient:
+    """HTTP/1.1 POSTs of one prebuilt request on one keep-alive connection, as cheap as a
+    client can be: the answer's body is read by its content-length."""
+
+    def __init__(self, base: str, path: str) -> None:
+        host, port = base.removeprefix("http://").rsplit(":", 1)
+        self._socket = socket.create_connection((host, int(port)))
+        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        body = json.dumps(ASKED).encode()
+        self._request = (
+            f"POST {path} HTTP/1.1\r\nHost: {host}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\n\r\n"
+        ).encode() + body
+        self._buffer = b""
+
+    def post(self) -> bytes:
+        self._socket.sendall(self._request)
+        while b"\r\n\r\n" not in self._buffer:
+            self._buffer += self._socket.recv(65536)
+        head, self._buffer = self._buffer.split(b"\r\n\r\n", 1)
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        while len(self._buffer) < length:
+            self._buffer += self._socket.recv(65536)
+        body, self._buffer = self._buffer[:length], self._buffer[length:]
+        return body
+
+    def close(self) -> None:
+        self._socket.close()
+
+
+def _launch(command: list[str], path: str) -> float:
+    """Seconds from the start of ``command`` to its first answered request."""
+    process, url, started = _start(command)
+    try:
+        answer = httpx.post(url + path, json=ASKED)
+        took = now() - started
+        assert answer.status_code == 200, answer.text
+        return took
+    finally:
+        _stop(process)
+
+
+def run(work: Path) -> tuple[list[Table], object]:
+    folder = work / "serve"
+    for i in range(CASSETTES):
+        build.build_cassette(
+            folder / f"c{i:03}.msgpack",
+            [build.openai_chat(f"Answer {i}.", stream=False, request_body=ASKED)],
+        )
+    one = folder / "c000.msgpack"
+    serve = [sys.executable, "-m", "pytest_toolnexus", "serve", "--timing", "instant"]
+    bare_script = work / "bare_aiohttp.py"
+    bare_script.write_text(textwrap.dedent(_BARE))
+    with httpx.Client() as client:
+        process, url, _ = _start([*serve, "--allow-repeats", str(one)])
+        try:
+            prebuilt = client.post(f"{url}/c/c000/v1/chat/completions", json=ASKED).content
+        finally:
+            _stop(process)
+    body_file = work / "body.json"
+    body_file.write_bytes(prebuilt)
+    bare = [sys.executable, str(bare_script), str(body_file), ""]
+
+    per_request = Table(
+        "11a. serve: a non-streamed replay over loopback, per request (issue 22)",
+        ["server", "µs/request", "x bare aiohttp", "goal", "verdict"],
+    )
+    served, served_url, _ = _start([*serve, "--allow-repeats", str(one)])
+    plain, plain_url, _ = _start(bare)
+    try:
+        times: dict[str, list[float]] = {"serve": [], "bare": []}
+        clients = {
+            "serve": _RawClient(served_url, "/c/c000/v1/chat/completions"),
+            "bare": _RawClient(plain_url, "/v1/chat/completions"),
+        }
+        for client in clients.values():  # warm-up: first-call costs on both sides
+            for _ in range(50):
+                client.post()
+        for _ in range(BLOCKS):
+            for name, client in clients.items():
+                start = now()
+                for _ in range(PER_BLOCK):
+                    answer = client.post()
+                times[name].append((now() - start) / PER_BLOCK)
+                assert answer == prebuilt
+        for client in clients.values():
+            client.close()
+    finally:
+        _stop(served)
+        _stop(plain)
+    bare_cost = median(times["bare"])
+    serve_cost = median(times["serve"])
+    per_request.add("bare aiohttp, prebuilt bytes", us(bare_cost), "1.00x", "", "")
+    per_request.add(
+        "serve --timing instant",
+        us(serve_cost),
+        ratio(serve_cost / bare_cost),
+        f"<= {PER_REQUEST_GOAL:.0f}x",
+        verdict(serve_cost / bare_cost <= PER_REQUEST_GOAL),
+    )
+    per_request.note(
+        f"{BLOCKS} blocks of {PER_BLOCK} requests each, alternating; a raw-socket client sends "
+        "prebuilt request bytes on one keep-alive connection to each, so the figures are "
+        "almost all the servers' own."
+    )
+
+    launch = Table(
+        "11b. serve: launch to the first answer, with 100 cassettes (issue 22)",
+        ["process", "ms", "x bare aiohttp", "goal", "verdict"],
+    )
+    pythons, bares, serves = [], [], []
+    for _ in range(LAUNCHES):
+        start = now()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        pythons.append(now() - start)
+        bares.append(_launch(bare, "/v1/chat/completions"))
+        serves.append(_launch([*serve, str(folder)], "/c/c050/v1/chat/completions"))
+    floor = median(bares)
+    launch.add("python -c pass", ms(median(pythons)), "", "", "")
+    launch.add("bare aiohttp server", ms(floor), "1.00x", "", "")
+    launch.add(
+        f"serve, {CASSETTES} cassettes",
+        ms(median(serves)),
+        ratio(median(serves) / floor),
+        f"<= {LAUNCH_GOAL_MS:.0f} ms",
+        verdict(median(serves) * 1000 <= LAUNCH_GOAL_MS),
+    )
+    launch.note(f"medians of {LAUNCHES} launches each, interleaved")
+    return [per_request, launch], None
+
+
+if __name__ == "__main__":
+    run_alone(run)
