@@ -19,6 +19,8 @@ from pytest_toolnexus._seam.bodies import decode_body, wire_body
 from pytest_toolnexus._seam.errors import (
     CassetteFormatError,
     CassetteMissError,
+    ReplayError,
+    ToolnexusError,
     TransportError,
     WireCheckError,
 )
@@ -163,6 +165,16 @@ async def _stream(
         log.info(
             "%s %s: %s mid-body, as recorded: closing the connection", request.method, url, exc
         )
+        _break(request)
+    except ReplayError as exc:
+        # The recording's client stopped reading here, so nothing more was recorded: the
+        # connection is cut where the recording ends (a client that reads on sees it cut;
+        # an SDK stops at its end marker first). Said at info level: most clients never ask.
+        log.info("%s %s: %s; closing the connection", request.method, url, exc)
+        _break(request)
+    except ToolnexusError as exc:
+        # A damaged piece: the status is sent, so the connection is cut, and the log says why.
+        log.warning("%s %s: %s; closing the connection", request.method, url, exc)
         _break(request)
     except ConnectionError:
         pass  # the client went away; the session counts what it read
