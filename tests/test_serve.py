@@ -170,3 +170,19 @@ def test_ndjson_lines_go_out_one_by_one(folder: Path):
     assert "".join(texts) == "a b c"
     for (got, _), due in zip(lines, [0.1, 0.2, 0.3, 0.4], strict=True):
         assert due - 0.005 <= got <= due + 0.25, lines
+
+
+def test_the_matching_options_are_the_markers(folder: Path):
+    other = {**ASKED, "messages": [{"role": "user", "content": "Something else"}]}
+    url_of = "{}/c/chat/hello/v1/chat/completions".format
+    with serving([folder]) as served:
+        strict = httpx.post(url_of(served.url), json=other)
+    with serving([folder], "--ignore-body", "messages.0.content") as served:
+        ignored = httpx.post(url_of(served.url), json=other)
+    with serving([folder], "--match-on", "vcrpy") as served:
+        by_url = httpx.post(url_of(served.url), json={"anything": True})
+
+    assert strict.status_code == MISS_STATUS
+    assert "ignore_body=['messages.0.content']" in strict.json()["error"]["message"]
+    assert ignored.json()["choices"][0]["message"]["content"] == "Hello there."
+    assert by_url.json()["choices"][0]["message"]["content"] == "Hello there."
