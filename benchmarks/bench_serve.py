@@ -9,7 +9,10 @@ Both run as processes of their own on loopback, as a client in another language 
   most ``PER_REQUEST_GOAL`` times the bare handler);
 - launch: from the process's start to the first answered request, for ``serve`` with 100
   cassettes and for the bare aiohttp server (the floor: the interpreter and aiohttp's import),
-  with ``python -c pass`` beside them (goal: serve within ``LAUNCH_GOAL_MS`` ms, the issue's).
+  with ``python -c pass`` beside them (goal: serve within ``LAUNCH_GOAL_MS`` ms, the issue's);
+- the recording proxy: the time to the first event of a stream from a bare aiohttp upstream,
+  directly and through ``pytest-toolnexus record``, alternating (goal: at most
+  ``FIRST_BYTE_GOAL_MS`` ms later through the proxy, the issue's).
 
 Run alone: ``python benchmarks/bench_serve.py``.
 """
@@ -29,6 +32,8 @@ from _common import Table, median, ms, now, ratio, run_alone, us, verdict
 from pytest_toolnexus import build
 
 PER_REQUEST_GOAL = 2.0
+FIRST_BYTE_GOAL_MS = 1.0
+FIRST_BYTES = 60
 LAUNCH_GOAL_MS = 300.0
 BLOCKS = 15
 PER_BLOCK = 100
@@ -64,6 +69,61 @@ async def main():
 import asyncio
 asyncio.run(main())
 """
+
+
+_UPSTREAM = """
+import asyncio, sys
+from aiohttp import web
+
+
+async def handle(request):
+    await request.read()
+    response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+    await response.prepare(request)
+    await response.write(b'data: {"n": 0}\\n\\n')
+    for n in range(1, 4):
+        await asyncio.sleep(0.005)
+        await response.write(b'data: {"n": %d}\\n\\n' % n)
+    await response.write_eof()
+    return response
+
+
+async def main():
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    print(f"http://127.0.0.1:{runner.addresses[0][1]}", flush=True)
+    await asyncio.Event().wait()
+
+
+asyncio.run(main())
+"""
+
+
+def _first_event(base: str) -> float:
+    """Seconds from sending a streamed POST on a new connection to the first event's bytes."""
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    body = json.dumps({**ASKED, "stream": True}).encode()
+    request = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\n"
+        f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
+        "connection: close\r\n\r\n"
+    ).encode() + body
+    with socket.create_connection((host, int(port))) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        start = now()
+        sock.sendall(request)
+        seen = b""
+        while b"data: " not in seen:
+            chunk = sock.recv(65536)
+            assert chunk, seen
+            seen += chunk
+        took = now() - start
+        while sock.recv(65536):
+            pass
+    return took
 
 
 def _start(command: list[str]) -> tuple[subprocess.Popen[str], str, float]:
@@ -213,7 +273,51 @@ def run(work: Path) -> tuple[list[Table], object]:
         verdict(median(serves) * 1000 <= LAUNCH_GOAL_MS),
     )
     launch.note(f"medians of {LAUNCHES} launches each, interleaved")
-    return [per_request, launch], None
+
+    proxy_table = Table(
+        "11c. record: the first event of a stream through the recording proxy (issue 22)",
+        ["path", "ms to first event", "later than direct", "goal", "verdict"],
+    )
+    upstream_script = work / "upstream.py"
+    upstream_script.write_text(textwrap.dedent(_UPSTREAM))
+    upstream, upstream_url, _ = _start([sys.executable, str(upstream_script)])
+    proxy, proxy_url, _ = _start(
+        [
+            sys.executable,
+            "-m",
+            "pytest_toolnexus",
+            "record",
+            "--upstream",
+            upstream_url,
+            "--out",
+            str(work / "proxied.msgpack"),
+        ]
+    )
+    try:
+        for _ in range(5):  # warm-up: first-call costs on every side
+            _first_event(upstream_url)
+            _first_event(proxy_url)
+        direct, proxied = [], []
+        for _ in range(FIRST_BYTES):
+            direct.append(_first_event(upstream_url))
+            proxied.append(_first_event(proxy_url))
+    finally:
+        _stop(proxy)
+        _stop(upstream)
+    later = median(proxied) - median(direct)
+    proxy_table.add("direct to the upstream", ms(median(direct)), "", "", "")
+    proxy_table.add(
+        "through pytest-toolnexus record",
+        ms(median(proxied)),
+        f"{later * 1000:+.2f} ms",
+        f"<= {FIRST_BYTE_GOAL_MS:.0f} ms",
+        verdict(later * 1000 <= FIRST_BYTE_GOAL_MS),
+    )
+    proxy_table.note(
+        f"medians of {FIRST_BYTES} streamed POSTs each, alternating, each on a new connection "
+        "(the proxy opens its own to the upstream through its live client, as a client would)"
+    )
+    return [per_request, launch, proxy_table], None
 
 
 if __name__ == "__main__":
