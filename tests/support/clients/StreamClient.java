@@ -1,6 +1,6 @@
 // java.net.http.HttpClient against `pytest-toolnexus serve`: one streamed chat, each SSE data
-// line printed with the seconds since the response's headers came (send returns then), so
-// the client's own start-up is not counted against the server. Run: java StreamClient.java URL
+// line printed with the seconds since the request was handed to the client.
+// Run: java StreamClient.java URL
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -15,8 +15,8 @@ public class StreamClient {
                 .header("content-type", "application/json")
                 .POST(HttpRequest.BodyPublishers.ofString(body))
                 .build();
-        HttpResponse<Stream<String>> response = client.send(request, HttpResponse.BodyHandlers.ofLines());
         long start = System.nanoTime();
+        HttpResponse<Stream<String>> response = client.send(request, HttpResponse.BodyHandlers.ofLines());
         System.out.println("status " + response.statusCode());
         response.body().filter(line -> line.startsWith("data: ")).forEach(line -> {
             double seconds = (System.nanoTime() - start) / 1e9;
