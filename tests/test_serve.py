@@ -130,6 +130,37 @@ def test_a_request_that_names_no_served_cassette_is_told_which_are(folder: Path)
     assert "the request names no cassette" in unnamed.json()["error"]["message"]
 
 
+def test_a_key_in_the_query_of_a_request_that_names_no_cassette_reaches_nothing(
+    folder: Path, tmp_path: Path
+):
+    key = "sk-query-0123456789abcdef"
+    report_file = tmp_path / "report.json"
+    with serving([folder], "--report-file", str(report_file)) as served:
+        answers = [
+            httpx.post(f"{served.url}/c/chat/nope/v1/chat/completions?key={key}", json=ASKED),
+            httpx.post(f"{served.url}/v1/chat/completions?key={key}&alt=sse", json=ASKED),
+            httpx.post(
+                f"{served.url}/v1/chat/completions?api_key={key}",
+                json=ASKED,
+                headers={"x-toolnexus-cassette": "chat/nope"},
+            ),
+        ]
+        report = httpx.get(f"{served.url}/_toolnexus/report").text
+        code, err = served.stop()
+
+    assert [a.status_code for a in answers] == [MISS_STATUS] * 3
+    assert (
+        "POST /v1/chat/completions?key=REDACTED&alt=sse: the request names no cassette"
+        in (answers[1].json()["error"]["message"])
+    )
+    assert code == 0
+    assert err.count("names no") + err.count("header names") == 3
+    assert json.loads(report)["unrouted"] == json.loads(report_file.read_text())["unrouted"]
+    assert len(json.loads(report)["unrouted"]) == 3
+    for where in (*(a.text for a in answers), err, report, report_file.read_text()):
+        assert key not in where
+
+
 def _arrivals(url: str, body: object) -> list[tuple[float, str]]:
     """Each non-empty line of a streamed answer with the seconds since the request was sent."""
     start = time.perf_counter()

@@ -15,6 +15,7 @@ from typing import Any, Final
 from aiohttp import web
 from multidict import CIMultiDict
 
+from pytest_toolnexus._safety.redact import redact_url
 from pytest_toolnexus._seam.bodies import decode_body, wire_body
 from pytest_toolnexus._seam.errors import (
     CassetteFormatError,
@@ -209,10 +210,11 @@ def _cassette_of(catalog: Catalog, request: web.Request) -> tuple[ServedCassette
 
 
 def _unknown(catalog: Catalog, why: str, request: web.Request) -> str:
+    asked = redact_url(request.raw_path)  # a key in the query reaches no log, body or report
     names = catalog.names()
     shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
     return (
-        f"{request.method} {request.raw_path}: {why}. This server serves {len(names)} "
+        f"{request.method} {asked}: {why}. This server serves {len(names)} "
         f"cassette(s): {shown or 'none'}. Put the cassette's name first in the path "
         f"(/c/<name>/v1/chat/completions) or send it in the {CASSETTE_HEADER} header; "
         "load another with POST /_toolnexus/load."
