@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -125,6 +126,24 @@ def test_a_secret_in_a_recording_refuses_the_write_without_printing_it(tmp_path:
     assert f"error: {out} was not written" in err
     assert key not in err
     assert not out.exists()
+
+
+def test_an_upstream_that_fails_is_told_of_with_a_key_in_the_query_redacted(tmp_path: Path):
+    with socket.socket() as closed:  # a port nothing listens on once this block ends
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    key = "sk-query-0123456789abcdef"
+    proxy = _start_record(f"http://127.0.0.1:{port}", tmp_path / "failed.msgpack")
+    answer = httpx.post(f"{proxy.url}/v1/chat/completions?key={key}", json=CHAT)
+    code, err = proxy.stop()
+
+    assert answer.status_code == 502
+    message = answer.json()["error"]["message"]
+    assert message.startswith(f"http://127.0.0.1:{port}/v1/chat/completions?key=REDACTED: ")
+    assert "POST http://127.0.0.1:" in err
+    assert code == 0, err
+    assert key not in answer.text
+    assert key not in err
 
 
 def test_the_node_openai_client_records_through_the_proxy_and_replays_in_serve(tmp_path: Path):

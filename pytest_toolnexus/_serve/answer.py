@@ -127,7 +127,9 @@ async def answer(catalog: Catalog, request: web.Request) -> web.StreamResponse:
         return miss_response("damaged", str(exc), served.name)
     except TransportError as exc:
         # A recorded failure (or a fault's) before the headers: the connection breaks now.
-        log.info("%s %s: %s, as recorded: closing the connection", request.method, url, exc)
+        log.info(
+            "%s %s: %s, as recorded: closing the connection", request.method, redact_url(url), exc
+        )
         _break(request)
         raise web.HTTPServiceUnavailable() from None  # never sent: the transport is gone
     return await respond(request, response, url)
@@ -157,6 +159,7 @@ async def _stream(
     url: str,
 ) -> web.StreamResponse:
     out = web.StreamResponse(status=status, headers=headers)
+    url = redact_url(url)  # only the log shows it
     try:
         await out.prepare(request)
         async for piece in body:

@@ -18,6 +18,7 @@ from typing import TextIO
 
 from aiohttp import web
 
+from pytest_toolnexus._safety.redact import redact_url
 from pytest_toolnexus._seam.errors import CassetteError, TransportError
 from pytest_toolnexus._session.session import CassetteSession
 
@@ -38,10 +39,13 @@ def proxy_app(session: CassetteSession, upstream: str) -> web.Application:
         try:
             response = await transport(asked)
         except TransportError as exc:
-            # Recorded as the failure it was; the client hears of it as a gateway would.
-            log.warning("%s %s: %s", request.method, url, exc)
+            # Recorded as the failure it was; the client hears of it as a gateway would. The
+            # URL is shown redacted (a key in its query), in the error's text as well.
+            shown = redact_url(url)
+            said = f"{shown}: {str(exc).replace(url, shown)}"
+            log.warning("%s %s", request.method, said)
             return web.json_response(
-                {"error": {"type": "toolnexus_upstream", "message": f"{url}: {exc}"}}, status=502
+                {"error": {"type": "toolnexus_upstream", "message": said}}, status=502
             )
         return await respond(request, response, url)
 
