@@ -105,3 +105,41 @@ def test_the_fixture_serves_the_tests_cassette_and_reports_at_teardown(project: 
             "#0 POST https://api.openai.com/v1/chat/completions*"
         ]
     )
+
+
+MANY_MISSES = """
+import json, urllib.error, urllib.request
+
+
+def test_many_misses(cassette_server):
+    statuses = set()
+    for n in range(300):
+        body = {{"model": "gpt-4o-mini", "messages": [{{"role": "user", "content": "x" * 400}}]}}
+        request = urllib.request.Request(
+            cassette_server + f"/v1/chat/completions?n={{n}}",
+            data=json.dumps(body).encode(),
+            headers={{"content-type": "application/json"}},
+        )
+        try:
+            urllib.request.urlopen(request, timeout=15)
+        except urllib.error.HTTPError as error:
+            statuses.add(error.code)
+    assert statuses == {{490}}
+"""
+
+
+def test_a_server_that_logs_more_than_a_pipe_holds_keeps_answering(pytester: pytest.Pytester):
+    build.build_cassette(
+        pytester.path / "cassettes" / "test_many" / "test_many_misses.msgpack",
+        [build.openai_chat("Hello there.", stream=False, request_body=ASKED)],
+    )
+    pytester.makepyfile(test_many=MANY_MISSES.format())
+
+    result = pytester.runpytest_subprocess("-p", "no:randomly")
+
+    # Every miss was answered (none timed out behind a full stderr pipe), and the teardown
+    # reports them all from the server's report.
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*300 request(s) to *test_many_misses.msgpack matched no*"])
+    result.stdout.no_fnmatch_line("*TimeoutError*")
+    result.stdout.no_fnmatch_line("*timed out*")

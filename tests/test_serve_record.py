@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import TextIO
 
 import httpx
 
@@ -17,7 +18,7 @@ from pytest_toolnexus import CassetteSession, load_cassette
 from tests.support.emulator import Emulator
 from tests.support.node_packages import npm_package
 from tests.support.realtime import wall
-from tests.support.serve_cli import Served, serving
+from tests.support.serve_cli import Served, log_file, serving
 
 CLIENTS = Path(__file__).parent / "support" / "clients"
 STREAM = {
@@ -29,7 +30,19 @@ CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hello"
 
 
 def _start_record(upstream: str, out: Path, *args: str) -> Served:
-    process = subprocess.Popen(
+    log = log_file()
+    with log.open("w") as err:
+        process = _popen_record(upstream, out, args, err)
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line.startswith("http://"), (line, process.wait(), log.read_text())
+    return Served(line.strip(), process, log)
+
+
+def _popen_record(
+    upstream: str, out: Path, args: tuple[str, ...], err: TextIO
+) -> subprocess.Popen[str]:
+    return subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -42,14 +55,10 @@ def _start_record(upstream: str, out: Path, *args: str) -> Served:
             *args,
         ],
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=err,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    assert line.startswith("http://"), process.communicate()
-    return Served(line.strip(), process)
 
 
 def _stream_lines(url: str, body: object) -> tuple[list[tuple[float, bytes]], bytes]:

@@ -98,35 +98,41 @@ def cassette_server(
             str(report_file),
             *_arguments(options),
         ]
-        process = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+        # The server's log goes to a file, read at teardown: a pipe nobody reads until then
+        # fills (about 64 KB of miss messages) and blocks the server mid-answer.
+        log_file = Path(scratch) / "serve.log"
+        with log_file.open("w") as log:
+            process = subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
         try:
-            base = _url_of(process, where)
+            base = _url_of(process, where, log_file)
             name = path.name.removesuffix(".msgpack")
             yield f"{base}/c/{name}"
         finally:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
             try:
-                _, err = process.communicate(timeout=20)
+                process.communicate(timeout=20)
             except subprocess.TimeoutExpired:
                 process.kill()
-                _, err = process.communicate()
+                process.communicate()
+            err = log_file.read_text(errors="replace")
             _report(item, options, report_file, where, process.returncode, err)
 
 
-def _url_of(process: subprocess.Popen[str], where: str) -> str:
+def _url_of(process: subprocess.Popen[str], where: str, log_file: Path) -> str:
     assert process.stdout is not None
     ready, _, _ = select.select([process.stdout], [], [], _START)
     line = process.stdout.readline() if ready else ""
     if not line.startswith("http"):
         process.kill()
-        _, err = process.communicate()
+        process.communicate()
+        err = log_file.read_text(errors="replace")
         pytest.fail(f"cassette_server: serving {where} failed to start:\n{err}", pytrace=False)
     return line.strip()
 

@@ -1,7 +1,9 @@
 """``pytest-toolnexus serve`` run as users run it: a process of its own, on loopback.
 
 :func:`serving` starts the command, reads the base URL it prints, and stops it with SIGTERM
-when the block ends, failing loudly if it does not exit cleanly.
+when the block ends, failing loudly if it does not exit cleanly. The server's log goes to a
+file in a folder of its own, read when it stops: a pipe nobody reads until then fills (about
+64 KB of miss messages) and blocks the server mid-answer.
 """
 
 from __future__ import annotations
@@ -9,25 +11,44 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Served", "serving", "start_serve"]
+__all__ = ["Served", "log_file", "serving", "start_serve"]
 
 _START_TIMEOUT = 30.0
+
+
+def log_file() -> Path:
+    """A new empty file, in a folder of its own, for a server's stderr."""
+    return Path(tempfile.mkdtemp(prefix="toolnexus-serve-log-")) / "stderr.log"
+
+
+def _read_and_remove(log: Path) -> str:
+    try:
+        return log.read_text(errors="replace")
+    finally:
+        shutil.rmtree(log.parent, ignore_errors=True)
 
 
 @dataclass
 class Served:
     url: str
     process: subprocess.Popen[str]
+    log: Path
+    _stopped: tuple[int, str] | None = None
 
     def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
-        """Send ``sig``, wait for the exit; the exit code and what it wrote to stderr."""
+        """Send ``sig``, wait for the exit; the exit code and what it wrote to stderr (the
+        same again when asked again)."""
+        if self._stopped is not None:
+            return self._stopped
         if self.process.poll() is None:
             self.process.send_signal(sig)
         try:
@@ -36,30 +57,29 @@ class Served:
             self.process.kill()
             self.process.wait()
             raise AssertionError(f"serve did not stop on signal {sig}") from None
-        assert self.process.stderr is not None
-        return self.process.returncode, self.process.stderr.read()
+        self._stopped = (self.process.returncode, _read_and_remove(self.log))
+        return self._stopped
 
 
 def start_serve(paths: Sequence[Path | str], *args: str, cwd: Path | None = None) -> Served:
     """Start ``pytest-toolnexus serve PATH... ARGS`` and wait for the URL line it prints."""
     command = [sys.executable, "-m", "pytest_toolnexus", "serve", *map(str, paths), *args]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=cwd,
-        env=env,
-    )
+    log = log_file()
+    with log.open("w") as err:
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=err, text=True, cwd=cwd, env=env
+        )
     assert process.stdout is not None
     ready, _, _ = select.select([process.stdout], [], [], _START_TIMEOUT)
     line = process.stdout.readline() if ready else ""
     if not line.startswith("http://"):
         process.kill()
-        _, err = process.communicate()
-        raise AssertionError(f"serve printed {line!r} instead of its URL; stderr:\n{err}")
-    return Served(line.strip(), process)
+        process.communicate()
+        raise AssertionError(
+            f"serve printed {line!r} instead of its URL; stderr:\n{_read_and_remove(log)}"
+        )
+    return Served(line.strip(), process, log)
 
 
 @contextlib.contextmanager
