@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -217,3 +219,38 @@ def test_the_matching_options_are_the_markers(folder: Path):
     assert "ignore_body=['messages.0.content']" in strict.json()["error"]["message"]
     assert ignored.json()["choices"][0]["message"]["content"] == "Hello there."
     assert by_url.json()["choices"][0]["message"]["content"] == "Hello there."
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.20", "example.com"])
+@pytest.mark.parametrize("command", ["serve", "record"])
+def test_a_host_other_machines_reach_is_refused_without_allow_remote(
+    folder: Path, tmp_path: Path, command: str, host: str
+):
+    given = [str(folder)] if command == "serve" else ["--upstream", "http://127.0.0.1:9"]
+    if command == "record":
+        given += ["--out", str(tmp_path / "out.msgpack")]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_toolnexus", command, *given, "--host", host],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.startswith("usage: ")
+    assert f"{command}: --host {host} is not a loopback address" in done.stderr
+    assert "POST /_toolnexus/load" in done.stderr
+    assert "pass --allow-remote" in done.stderr
+
+
+def test_allow_remote_lets_serve_listen_beyond_loopback_and_loopback_names_need_nothing(
+    folder: Path,
+):
+    with serving([folder], "--host", "0.0.0.0", "--allow-remote") as served:
+        port = served.url.rsplit(":", 1)[1]
+        remote = httpx.get(f"http://127.0.0.1:{port}/_toolnexus/health").json()
+    with serving([folder], "--host", "localhost") as served:
+        local = httpx.get(served.url + "/_toolnexus/health").json()
+
+    assert remote == local == {"ok": True, "cassettes": 4}

@@ -10,6 +10,7 @@ runs, so that ``--version`` and ``--help`` start in a few tens of milliseconds.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import math
 import os
 import sys
@@ -239,7 +240,12 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "SIGINT or SIGTERM. docs/serve.md describes it.",
     )
     serve.add_argument("paths", nargs="+", type=Path, metavar="PATH")
-    serve.add_argument("--host", default="127.0.0.1", help="the address (default 127.0.0.1)")
+    serve.add_argument("--host", default="127.0.0.1", help="a loopback address (default 127.0.0.1)")
+    serve.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="let --host be an address other machines reach (the control API loads any file)",
+    )
     serve.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
     serve.add_argument(
         "--timing",
@@ -283,7 +289,14 @@ def _add_record(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     record.add_argument("--upstream", required=True, metavar="URL", help="where requests go")
     record.add_argument("--out", required=True, type=Path, metavar="PATH", help="the cassette")
-    record.add_argument("--host", default="127.0.0.1", help="the address (default 127.0.0.1)")
+    record.add_argument(
+        "--host", default="127.0.0.1", help="a loopback address (default 127.0.0.1)"
+    )
+    record.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="let --host be an address other machines reach (the control API loads any file)",
+    )
     record.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
     record.add_argument("--url-file", type=Path, metavar="F", help="also write the base URL to F")
     record.add_argument(
@@ -394,6 +407,24 @@ def _import_vcr(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     )
 
 
+def _remote(host: str) -> str | None:
+    """Why ``host`` is refused without ``--allow-remote`` (None for a loopback address): a
+    server another machine reaches lets it load any file this user can read."""
+    if host == "localhost":
+        return None
+    try:
+        if ipaddress.ip_address(host.strip("[]")).is_loopback:
+            return None
+    except ValueError:
+        pass
+    return (
+        f"--host {host} is not a loopback address (127.0.0.1, ::1 or localhost): other "
+        "machines could reach the server, whose control API (POST /_toolnexus/load) loads "
+        "any file this user can read and whose answers are the cassettes. Listen on "
+        "127.0.0.1, or pass --allow-remote to mean it (on a network you trust)."
+    )
+
+
 def _serve(args: argparse.Namespace) -> int:
     try:
         from pytest_toolnexus._serve.app import run
@@ -467,7 +498,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command in ("serve", "record") and not args.allow_remote:
+        refused = _remote(args.host)
+        if refused:
+            parser.error(f"{args.command}: {refused}")
     # Each command imports what it needs when it runs: --help and --version import none of it.
     if args.command == "check":
         from .check import check
