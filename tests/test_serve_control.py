@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from pytest_toolnexus import build, faults
+from pytest_toolnexus._serve.app import write_atomically
 from tests.support.serve_cli import serving
 
 ASKED = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]}
@@ -213,3 +214,14 @@ def test_a_thousand_concurrent_short_requests_are_all_answered(folder: Path):
     assert answers.count((200, "From b.")) == 500
     played = {c["name"]: len(c["requests"]) for c in report["cassettes"]}
     assert played == {"a": 500, "b": 500, "stream": 0}
+
+
+def test_a_write_that_fails_leaves_no_temporary_file_beside_its_target(tmp_path: Path):
+    target = tmp_path / "report.json"
+    target.mkdir()  # a folder where the file should go: the replace fails
+
+    with pytest.raises(IsADirectoryError):
+        write_atomically(target, "{}\n")
+
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+    assert target.is_dir()
