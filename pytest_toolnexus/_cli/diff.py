@@ -34,6 +34,7 @@ from pytest_toolnexus._store.cassette import (
     RecordedError,
     SseBody,
     TextBody,
+    WebSocketBody,
 )
 
 __all__ = ["CassetteDiff", "Change", "InteractionDiff", "diff_cassettes", "render"]
@@ -142,9 +143,9 @@ def _body(body: Body) -> _Node:
         node["lines"] = _pieces(body.lines)
     elif isinstance(body, ChunksBody):
         node["chunks"] = _pieces(body.chunks)
-    elif isinstance(body, EventStreamBody):
+    elif isinstance(body, EventStreamBody | WebSocketBody):
         node["frames"] = _pieces(body.frames)
-        if body.tail:
+        if isinstance(body, EventStreamBody) and body.tail:
             node["tail"] = body.tail
     if isinstance(body, SseBody | NdjsonBody) and body.tail:
         node["tail"] = body.tail

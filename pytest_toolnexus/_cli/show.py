@@ -22,6 +22,7 @@ from pytest_toolnexus._store.cassette import (
     NdjsonBody,
     SseBody,
     TextBody,
+    WebSocketBody,
     load_cassette,
 )
 from pytest_toolnexus._store.place import link_message, link_out, project_root
@@ -101,6 +102,8 @@ def _body_lines(body: Body, t_end: float, headers: Headers | None, width: int) -
         yield from ("  " + line for line in body.text.splitlines())
     elif isinstance(body, BytesBody):
         yield f"  ({len(body.data)} bytes of binary)"
+    elif isinstance(body, WebSocketBody):
+        yield from _frame_lines(body, t_end, width)
     elif isinstance(body, SseBody | NdjsonBody | ChunksBody | EventStreamBody):
         rows: list[tuple[float, str]] = []
         if isinstance(body, SseBody):
@@ -131,6 +134,31 @@ def _body_lines(body: Body, t_end: float, headers: Headers | None, width: int) -
             at = int(t / span * _BAR)
             bar = "." * at + "|" + " " * (_BAR - at)
             yield f"  {t:9.1f} ms {bar} {text}"
+
+
+_ARROWS: Final = {"client": "client >", "server": "< server"}
+
+
+def _frame_lines(body: WebSocketBody, t_end: float, width: int) -> Iterator[str]:
+    """A WebSocket session's frames, both directions on one timeline: the client's marked
+    ``client >``, the server's ``< server``."""
+    frames = [f for f in body.frames if hasattr(f, "get")]
+    contents = [
+        f"close {f.get('code', '')} {f.get('reason', '')}".rstrip()
+        if f.get("kind") == "close"
+        else f"{len(f['data'])} bytes"
+        if isinstance(f.get("data"), bytes)
+        else f.get("data", "")
+        for f in frames
+    ]
+    times = [float(f.get("t", 0.0)) for f in frames]
+    span = max(t_end, max(times, default=0.0), 1.0)
+    yield f"  {len(frames)} websocket frame(s) over {span:.1f} ms"
+    for frame, t, text in zip(frames, times, _distinct(contents, width), strict=True):
+        at = int(t / span * _BAR)
+        bar = "." * at + "|" + " " * (_BAR - at)
+        arrow = _ARROWS.get(str(frame.get("from")), "?")
+        yield f"  {t:9.1f} ms {bar} {arrow} {text}"
 
 
 class _Masked:

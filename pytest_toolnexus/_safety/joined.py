@@ -29,7 +29,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_toolnexus._store.bodies import EventStreamBody, JsonBody, NdjsonBody, SseBody
+from pytest_toolnexus._store.bodies import (
+    EventStreamBody,
+    JsonBody,
+    NdjsonBody,
+    SseBody,
+    WebSocketBody,
+)
 
 __all__ = ["PIECES", "Thread", "threads"]
 
@@ -118,6 +124,8 @@ def _payloads(body: object) -> tuple[str, str, Sequence[Any]] | None:
         return "lines", "value", body.lines
     if isinstance(body, EventStreamBody):
         return "frames", "payload", body.frames
+    if isinstance(body, WebSocketBody):
+        return "frames", "data", body.frames
     if isinstance(body, JsonBody) and body.times is not None and isinstance(body.value, list):
         return "value", "", body.value
     return None

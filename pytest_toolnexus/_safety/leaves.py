@@ -23,6 +23,7 @@ from pytest_toolnexus._store.bodies import (
     NdjsonBody,
     SseBody,
     TextBody,
+    WebSocketBody,
 )
 from pytest_toolnexus._store.records import Interaction, RecordedError
 
@@ -175,6 +176,13 @@ def _body_leaves(
                 yield f"{where}.data", data.decode("utf-8", "ignore"), None
             yield from _json(dict(frame), where, roots)  # headers, payload and text
         yield f"{path}.tail", body.tail.decode("utf-8", "ignore"), None
+    elif isinstance(body, WebSocketBody):
+        for index, frame in enumerate(body.frames):
+            where = f"{path}.frames[{index}]"
+            data = frame.get("data")
+            if isinstance(data, bytes):
+                yield f"{where}.data", data.decode("utf-8", "ignore"), None
+            yield from _json(dict(frame), where, roots)  # the text or JSON, and the reason
     elif isinstance(body, ChunksBody):
         joined = b"".join(
             c["data"]

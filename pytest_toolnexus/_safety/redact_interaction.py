@@ -3,7 +3,8 @@ reach the disk.
 
 :mod:`._redact` knows the rules for one header list, one URL and one JSON value; this module
 walks an interaction with them: the request's URL, headers and body, the response's headers
-and body, SSE events, NDJSON lines and event stream frames included. A recording session
+and body, SSE events, NDJSON lines, event stream frames and WebSocket frames (both
+directions) included. A recording session
 applies it to each interaction as it is recorded, and the store applies it again at every
 write (it is idempotent), so a cassette made by hand or by ``RecordingTransport`` is redacted
 as well.
@@ -23,6 +24,7 @@ from pytest_toolnexus._store.bodies import (
     NdjsonBody,
     SseBody,
     TextBody,
+    WebSocketBody,
 )
 from pytest_toolnexus._store.records import Interaction, RecordedRequest
 
@@ -94,6 +96,9 @@ def masked_body(body: Body, *, in_text: bool = True) -> Body:
     if isinstance(body, EventStreamBody):
         frames = _masked_pieces(body.frames, "payload")
         return body if frames is None else EventStreamBody(frames, body.tail)
+    if isinstance(body, WebSocketBody):
+        frames = _masked_pieces(body.frames, "data")
+        return body if frames is None else WebSocketBody(frames)
     return body
 
 

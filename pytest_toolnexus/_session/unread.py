@@ -21,6 +21,7 @@ from pytest_toolnexus._store.cassette import (
     JsonBody,
     NdjsonBody,
     SseBody,
+    WebSocketBody,
 )
 
 from .sent import SentRequest
@@ -73,8 +74,8 @@ def left_unread(sent: SentRequest, interaction: Interaction) -> str | None:
     """What the client left unread of ``interaction``'s response ("2 of 5 events read") when
     that is data it would have read; None when nothing such remains."""
     response = interaction.response
-    if response is None or isinstance(response.body, EmptyBody):
-        return None
+    if response is None or isinstance(response.body, EmptyBody | WebSocketBody):
+        return None  # a WebSocket session's frames are the realtime replay's to report
     body = response.body
     read = len(sent.deliveries)
     if isinstance(body, SseBody):

@@ -43,6 +43,7 @@ __all__ = [
     "SseBody",
     "StreamBody",
     "TextBody",
+    "WebSocketBody",
     "body_from_doc",
     "brief",
     "checked_str",
@@ -472,6 +473,24 @@ def frame_of(raw: Mapping[str, Any]) -> Frame:
     return Frame(tuple(decoded), payload)
 
 
+@masked_repr
+@dataclass(frozen=True, slots=True)
+class WebSocketBody:
+    """The frames of a WebSocket session, as the body of the answer to its handshake: one
+    stored map per frame, both directions, each with its ``t`` in ms since the handshake was
+    sent (their shape is :mod:`.ws_frames`'s). It is no byte stream: the realtime replay hands
+    the frames to the client as messages, so :meth:`content` is empty."""
+
+    frames: Sequence[Mapping[str, Any]]
+    kind: ClassVar[str] = "websocket"
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"kind": self.kind, "frames": list(self.frames)}
+
+    def content(self) -> bytes:
+        return b""
+
+
 Body: TypeAlias = (
     EmptyBody
     | AnyBody
@@ -482,6 +501,7 @@ Body: TypeAlias = (
     | NdjsonBody
     | ChunksBody
     | EventStreamBody
+    | WebSocketBody
 )
 StreamBody: TypeAlias = SseBody | NdjsonBody | ChunksBody | EventStreamBody
 
@@ -576,4 +596,9 @@ def body_from_doc(doc: object, *, timed: bool) -> Body:
         if not isinstance(tail, bytes):
             raise MalformedCassette("an eventstream body's tail must be binary")
         return EventStreamBody(frames, tail)
+    if timed and kind == "websocket":
+        frames = doc.get("frames")
+        if not isinstance(frames, list):
+            raise MalformedCassette("a websocket body's 'frames' must be a list")
+        return WebSocketBody(frames)
     raise MalformedCassette(f"unknown body kind {brief(kind)}")

@@ -38,6 +38,7 @@ from .bodies import (
     SseBody,
     StreamBody,
     TextBody,
+    WebSocketBody,
     body_from_doc,
     brief,
     frame_doc,
@@ -56,6 +57,7 @@ from .records import (
     damage_reason,
 )
 from .sniff import looks_like
+from .ws_frames import frames_of
 
 # The records, the body types and their codec are re-exported: most of the package imports
 # them from here.
@@ -81,6 +83,7 @@ __all__ = [
     "SseBody",
     "StreamBody",
     "TextBody",
+    "WebSocketBody",
     "body_from_doc",
     "brief",
     "check_bodies",
@@ -326,6 +329,10 @@ def check_bodies(interaction: Interaction, where: str | os.PathLike[str], index:
             if isinstance(body, SseBody | NdjsonBody | ChunksBody | EventStreamBody):
                 for _ in body.pieces():
                     pass
+            if isinstance(body, WebSocketBody):
+                for frame in frames_of(body.frames):
+                    if frame.value is not None and deeper_than(frame.value):
+                        raise MalformedCassette(TOO_DEEP)
     except (MalformedCassette, TypeError, ValueError, RecursionError) as exc:
         raise corrupt_at(where, index, damage_reason(exc)) from exc
 
