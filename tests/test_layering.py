@@ -47,6 +47,7 @@ LAYERS: list[tuple[str, ...]] = [
         "_patching.__init__",
         "_plugin.__init__",
         "_cli.__init__",
+        "_realtime.__init__",
     ),
     # 1: the provider dialects: they import nothing of the package, so that the seam's body
     # rules (a URL that asks for a stream) may ask them, as everything above does
@@ -92,6 +93,8 @@ LAYERS: list[tuple[str, ...]] = [
     # 14: what builds on a session or on faults: the timing assertions, the builder of
     # unrecorded answers (one module per provider) and the in-process model on it
     ("_timing.expect", "_answers.build*", "_answers.model"),
+    # 14b: WebSocket sessions, recorded and replayed through a session's request path
+    ("_realtime.*",),
     # 15: installing the bridges into the HTTP libraries, the pytest plugin's own modules, and
     # the loopback server (``serve``), which replays through a session per cassette
     ("_patching.*", "_plugin.*", "_serve.*"),

@@ -65,6 +65,12 @@ def test_frames_are_stored_parsed_as_text_or_as_bytes():
         "kind": "text",
         "data": {"type": "session.update", "session": {"instructions": "hi"}},
     }
+    # JSON is stored parsed when it is sent again as the very text: spaced as Python writes it.
+    assert FRAMES[1]["data"] == {"type": "session.updated"}
+    assert FRAMES[1]["spaced"] is True
+    assert "spaced" not in FRAMES[0]
+    odd = frame_doc(1.0, "server", '{ "type" :"odd"}')
+    assert odd["data"] == '{ "type" :"odd"}'
     assert FRAMES[2]["data"] == "plain text, not JSON"
     # Only an object or an array is stored parsed: a number stays the text it was.
     assert FRAMES[3]["data"] == "42"
@@ -79,7 +85,7 @@ def test_frames_are_stored_parsed_as_text_or_as_bytes():
     read = list(frames_of(FRAMES))
     assert [f.message for f in read] == [
         '{"type":"session.update","session":{"instructions":"hi"}}',
-        '{"type":"session.updated"}',
+        '{"type": "session.updated"}',
         "plain text, not JSON",
         "42",
         b"\x00\x01audio",

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import cast
 
 from pytest_toolnexus._bridges.live import LiveTransport
+from pytest_toolnexus._seam.duplex import is_upgrade
 from pytest_toolnexus._seam.errors import TransportCancelled, TransportError, expected_error
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.served import sending
@@ -101,7 +102,9 @@ class _Recording:
         self._t_headers = self.elapsed()
         body = response.body
         if isinstance(body, ByteStream | AsyncByteStream):
-            self._body = BodyRecorder(response.headers, asked=self._asked)
+            # What follows a 101 to a WebSocket is its frames, as the duplex seam packs them.
+            duplex = is_upgrade(response.status, response.headers)
+            self._body = BodyRecorder(response.headers, asked=self._asked, frames=duplex)
             return
         if isinstance(body, Pushed):
             raise TransportError("recording needs a pull stream; the live transport pushed")

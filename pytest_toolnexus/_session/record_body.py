@@ -12,6 +12,7 @@ from __future__ import annotations
 from pytest_toolnexus._providers import ends_stream
 from pytest_toolnexus._seam.bodies import encode_json, is_json_type
 from pytest_toolnexus._seam.codings import decoded
+from pytest_toolnexus._seam.duplex import unpack_frame
 from pytest_toolnexus._seam.errors import expected_error
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.stream_kind import media_type, stream_kind
@@ -27,6 +28,7 @@ from pytest_toolnexus._store.cassette import (
     RecordedRequest,
     SseBody,
     TextBody,
+    WebSocketBody,
     frame_doc,
     sse_event_doc,
 )
@@ -39,6 +41,7 @@ from pytest_toolnexus._store.streams import (
     parse_piece_text,
     storable,
 )
+from pytest_toolnexus._store.ws_frames import frame_doc as ws_frame_doc
 
 __all__ = ["BodyRecorder", "fixed_body", "recorded_request"]
 
@@ -96,15 +99,21 @@ class BodyRecorder:
     for and that arrived in one chunk is stored whole (as text or bytes), not as one chunk.
     """
 
-    def __init__(self, headers: Headers, *, asked: bool = True) -> None:
-        kind = stream_kind(headers.get("content-type", ""))
+    def __init__(self, headers: Headers, *, asked: bool = True, frames: bool = False) -> None:
+        kind = None if frames else stream_kind(headers.get("content-type", ""))
+        # ``frames``: the chunks are a WebSocket session's frames, packed by the duplex seam.
+        self._ws = frames
         self._headers = headers
         self._asked = asked
         self._sse: SseParser | None = SseParser() if kind == "sse" else None
         self._ndjson: NdjsonSplitter | None = NdjsonSplitter() if kind == "ndjson" else None
         self._frames: FrameSplitter | None = FrameSplitter() if kind == "eventstream" else None
         self._broken = False
-        self._whole = kind is None and is_json_type(media_type(headers.get("content-type", "")))
+        self._whole = (
+            not frames
+            and kind is None
+            and is_json_type(media_type(headers.get("content-type", "")))
+        )
         self._array: JsonArraySplitter | None = JsonArraySplitter() if self._whole else None
         self._element_times: list[float] = []
         self._array_chunks = 0  # chunks that completed at least one array element
@@ -136,7 +145,10 @@ class BodyRecorder:
 
     def _feed(self, chunk: bytes, t_ms: float) -> int:
         before = len(self._events)
-        if self._sse is not None:
+        if self._ws:
+            sender, message, code, reason = unpack_frame(chunk)
+            self._events.append(ws_frame_doc(t_ms, sender, message, code=code, reason=reason))
+        elif self._sse is not None:
             self._events.extend(sse_event_doc(t_ms, e) for e in self._sse.feed(chunk))
         elif self._ndjson is not None:
             for line in self._ndjson.feed(chunk):
@@ -213,6 +225,8 @@ class BodyRecorder:
     def finish(self) -> Body:
         if self.problem is not None:
             return self._raw_body()
+        if self._ws:
+            return WebSocketBody(self._events)
         if self._sse is not None:
             rest = self._sse.finish()
             if self._sse.lossy:

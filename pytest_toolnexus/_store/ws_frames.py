@@ -2,8 +2,9 @@
 
 A stored frame is a map: ``t`` (ms since the handshake was sent), ``from`` (``"client"`` or
 ``"server"``), ``kind`` (``"text"``, ``"binary"`` or ``"close"``) and its content. A text
-frame whose text is a JSON object or array is stored parsed (``data`` a map or an array);
-any other text as the text (``data`` a str); a binary frame as its bytes (``data`` bin); a
+frame whose text is a JSON object or array is stored parsed (``data`` a map or an array)
+when it is sent again as the very text received (compact, or ``spaced`` as Python writes
+JSON); any other text as the text (``data`` a str); a binary frame as its bytes (``data`` bin); a
 close frame as its ``code`` and ``reason``. docs/cassette-format.md specifies the shape; the
 body that holds the frames is :class:`~pytest_toolnexus._store.bodies.WebSocketBody`.
 """
@@ -39,8 +40,11 @@ class Frame:
     reason: str = ""
 
 
-def message_of(value: Any) -> str:
-    """The text a stored JSON value is sent as: compact, as clients write it."""
+def message_of(value: Any, *, spaced: bool = False) -> str:
+    """The text a stored JSON value is sent as: compact, as JavaScript's ``JSON.stringify``
+    writes it, or ``spaced`` as Python's ``json.dumps`` does by default."""
+    if spaced:
+        return json.dumps(value, allow_nan=False)
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
@@ -76,7 +80,12 @@ def frame_doc(
         except (ValueError, RecursionError):
             return doc
         if isinstance(value, dict | list):
-            doc["data"] = value
+            # Stored parsed only when it is sent again as the very text received.
+            if message_of(value) == message:
+                doc["data"] = value
+            elif message_of(value, spaced=True) == message:
+                doc["data"] = value
+                doc["spaced"] = True
     return doc
 
 
@@ -110,8 +119,11 @@ def _frame(raw: object, floor: float) -> Frame:
     if isinstance(data, str):
         return Frame(t, sender, "text", data)
     if isinstance(data, dict | list):
+        spaced = raw.get("spaced", False)
+        if not isinstance(spaced, bool):
+            raise MalformedCassette("a websocket frame's 'spaced' must be a boolean")
         try:
-            return Frame(t, sender, "text", message_of(data), value=data)
+            return Frame(t, sender, "text", message_of(data, spaced=spaced), value=data)
         except (TypeError, ValueError, RecursionError) as exc:
             raise MalformedCassette(
                 f"a websocket text frame's data does not encode as JSON ({type(exc).__name__})"

@@ -1,0 +1,2 @@
+"""Realtime: WebSocket sessions recorded and replayed through a cassette session, with their
+timing on the session's clock (issue 21; docs/cassette-format.md, "websocket")."""

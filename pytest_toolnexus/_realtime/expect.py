@@ -1,0 +1,108 @@
+"""Matching a client frame against the one the recording expects next.
+
+A frame is compared as an HTTP body is (:class:`~pytest_toolnexus._session.body_part.BodyPart`):
+JSON by value, key order and whitespace never mattering, the ``ignore_body`` paths and the
+account-identifier keys left out; other text and bytes exactly. Volatile ids are ignored by
+default: OpenAI's client ``event_id``, which the SDK may stamp fresh on every event. A frame
+that does not match is a miss that names the cassette, the connection, the frame expected
+(with a path diff) and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from pytest_toolnexus._seam.duplex import Message
+from pytest_toolnexus._seam.errors import CassetteMissError
+from pytest_toolnexus._session.body_part import BodyPart, BodyPath, Comparable, body_diff
+from pytest_toolnexus._store.ws_frames import Frame
+
+__all__ = ["VOLATILE", "FrameMatcher"]
+
+VOLATILE: Final[tuple[BodyPath, ...]] = (("event_id",),)
+"""Client frame paths never compared: OpenAI Realtime's client ``event_id``."""
+
+
+def _comparable_message(part: BodyPart, message: Message | None) -> Comparable:
+    if message is None:
+        return "close", None
+    if isinstance(message, bytes):
+        return part.comparable(message)
+    stripped = message.lstrip()
+    if stripped[:1] in ("{", "["):
+        try:
+            value: Any = json.loads(message)
+        except (ValueError, RecursionError):
+            value = None
+        if isinstance(value, dict | list):
+            return part.comparable(value)
+    return part.comparable(message.encode("utf-8", "surrogatepass"))
+
+
+def _shown(message: Message | None, limit: int = 160) -> str:
+    if message is None:
+        return "a close frame"
+    text = message if isinstance(message, str) else f"{len(message)} bytes of binary"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass(frozen=True, slots=True)
+class FrameMatcher:
+    """Compares client frames with ``part`` (the session's body rules plus :data:`VOLATILE`);
+    ``mask`` hides secrets in what a miss quotes."""
+
+    part: BodyPart
+    path: Path
+    url: str
+    record_mode: str
+    mask: Callable[[str], str]
+
+    def differences(self, expected: Frame, sent: Message) -> tuple[list[str], list[str]]:
+        """Lines for each place where ``sent`` differs from ``expected`` (none: it matches),
+        and the dotted paths ``ignore_body`` could name."""
+        if expected.kind == "close":
+            return [
+                f"the recording expects the client to close here, and it sent {_shown(sent)}"
+            ], []
+        was = _comparable_message(self.part, expected.message)
+        now = _comparable_message(self.part, sent)
+        if was == now:
+            return [], []
+        return body_diff(was, now)
+
+    def miss(
+        self, sent: Message, expected: Frame | None, number: int, lines: list[str], paths: list[str]
+    ) -> CassetteMissError:
+        """The error for client frame ``number`` (0-based) of this connection, which the
+        recording does not expect."""
+        head = (
+            f"client frame #{number} on the WebSocket {self.url} does not match the recording "
+            f"in cassette {self.path} (record mode {self.record_mode!r})\n"
+            f"  sent: {self.mask(_shown(sent))}\n"
+        )
+        if expected is None:
+            body = (
+                f"  the recording of this connection has no client frame #{number}: the client "
+                "sent more than it did when it was recorded\n"
+            )
+        else:
+            body = (
+                f"  expected (recorded at {expected.t:.1f} ms): "
+                f"{self.mask(_shown(expected.message))}\n"
+                + "".join(f"    {self.mask(line)}\n" for line in lines)
+            )
+        hint = (
+            f"  if these paths change on every run, ignore them: ignore_body={paths!r} on the "
+            "cassette marker\n"
+            if paths
+            else ""
+        )
+        return CassetteMissError(
+            head + body + hint + "  Fix the code under test, or record the session again: "
+            "--cassette-record=all (or record='all' on the marker).",
+            path=str(self.path),
+        )

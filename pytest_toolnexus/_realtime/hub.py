@@ -1,0 +1,251 @@
+"""The WebSocket side of one cassette session: each connection opened while it is in use is
+recorded or replayed through the session's own request path.
+
+The handshake goes through the session's seam transport as a ``GET`` to the ``ws(s)://`` URL,
+so it is matched by the session's rules (method, URL and query, in order, each recording
+played once), counted in ``cassette.requests``, refused with the session's miss when the
+cassette has no such session, and recorded with its credentials redacted. When it is recorded,
+the live connection's frames are teed into the recorder as the body of the 101 answer
+(:mod:`.record`); when it is replayed, the recorded frames become a :class:`~.script.Script`
+played on the session's clock (:mod:`.playback`, :mod:`.replay`). The session is reached only
+through its public methods (:class:`SessionLike`).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from pathlib import Path
+from typing import Protocol
+
+from pytest_toolnexus._safety.redact import redact_url
+from pytest_toolnexus._safety.secrets import SecretScanner
+from pytest_toolnexus._seam.duplex import (
+    Accepted,
+    AsyncDuplexConnection,
+    AsyncDuplexTransport,
+    DuplexConnection,
+    DuplexTransport,
+    Handshake,
+)
+from pytest_toolnexus._seam.errors import CassetteFormatError, CassetteMissError, ReplayError
+from pytest_toolnexus._seam.headers import Headers
+from pytest_toolnexus._seam.transport import (
+    AsyncByteStream,
+    AsyncTransport,
+    ByteStream,
+    Transport,
+    TransportRequest,
+    TransportResponse,
+)
+from pytest_toolnexus._session.body_part import BodyPart
+from pytest_toolnexus._session.match import MatchRules
+from pytest_toolnexus._session.sent import SentRequest
+from pytest_toolnexus._store.cassette import Interaction, MalformedCassette, damage_reason
+from pytest_toolnexus._store.records import corrupt_at
+from pytest_toolnexus._timing.clock import Clock
+
+from .expect import VOLATILE, FrameMatcher
+from .log import FrameLog
+from .playback import Playback
+from .record import AsyncRecordingConnection, RecordingConnection, Tee
+from .replay import AsyncReplayedConnection, ReplayedConnection
+from .script import Script
+
+__all__ = ["Realtime", "SessionLike", "realtime_of"]
+
+
+class SessionLike(Protocol):
+    """What the WebSocket side uses of a cassette session: its public surface only."""
+
+    path: Path
+    record_mode: str
+    rules: MatchRules
+    clock: Clock
+
+    @property
+    def misses(self) -> list[CassetteMissError]: ...
+
+    @property
+    def damaged(self) -> list[CassetteFormatError]: ...
+
+    @property
+    def requests(self) -> list[SentRequest]: ...
+
+    @property
+    def interactions(self) -> list[Interaction]: ...
+
+    def transport_for(self, live: Transport | None) -> Transport: ...
+
+    def async_transport_for(self, live: AsyncTransport | None) -> AsyncTransport: ...
+
+
+def _request(handshake: Handshake) -> TransportRequest:
+    headers = handshake.headers
+    if handshake.subprotocols and "sec-websocket-protocol" not in headers:
+        headers = headers.with_value("Sec-WebSocket-Protocol", ", ".join(handshake.subprotocols))
+    return TransportRequest("GET", handshake.url, headers, stream=True)
+
+
+def _upgrade(accepted: Accepted) -> Headers:
+    """The 101's headers, saying what follows is a WebSocket (the recorder reads it so)."""
+    headers = accepted.headers
+    if headers.get("upgrade", "").lower() != "websocket":
+        headers = headers.with_value("Upgrade", "websocket")
+    if accepted.subprotocol and "sec-websocket-protocol" not in headers:
+        headers = headers.with_value("Sec-WebSocket-Protocol", accepted.subprotocol)
+    return headers
+
+
+class Realtime:
+    """The WebSocket connections of one session, recorded or replayed."""
+
+    def __init__(self, session: SessionLike) -> None:
+        self._session = session
+        self._lock = threading.Lock()
+        self.connections: list[FrameLog] = []
+        """Every connection opened, in order: what passed both ways, with its times."""
+        self._playbacks: list[Playback] = []
+
+    # -- opening --------------------------------------------------------------------------
+
+    def connect(self, handshake: Handshake, live: DuplexTransport) -> DuplexConnection:
+        """Open a connection for ``handshake``: replayed from the cassette, or, when the
+        session records it, opened by ``live`` and teed into the recording."""
+        session = self._session
+        started = session.clock.now()
+        tee = Tee()
+        opened: list[DuplexConnection] = []
+
+        def handshake_live(request: TransportRequest) -> TransportResponse:
+            connection = live(handshake)
+            opened.append(connection)
+            accepted = connection.accepted
+            return TransportResponse(accepted.status, _upgrade(accepted), ByteStream(tee.chunks()))
+
+        request = _request(handshake)
+        response = session.transport_for(handshake_live)(request)
+        log = self._log(handshake, replayed=not opened)
+        if opened:
+            body = response.body
+            assert isinstance(body, ByteStream)
+            return RecordingConnection(opened[0], tee, iter(body), log, session.clock, started)
+        if isinstance(response.body, ByteStream):
+            response.body.close()
+        playback, accepted = self._playback(handshake, log, started)
+        return ReplayedConnection(playback, accepted)
+
+    async def aconnect(
+        self, handshake: Handshake, live: AsyncDuplexTransport
+    ) -> AsyncDuplexConnection:
+        """The async mirror of :meth:`connect`."""
+        session = self._session
+        started = session.clock.now()
+        tee = Tee()
+        opened: list[AsyncDuplexConnection] = []
+
+        async def handshake_live(request: TransportRequest) -> TransportResponse:
+            connection = await live(handshake)
+            opened.append(connection)
+            accepted = connection.accepted
+            stream = AsyncByteStream(tee.achunks())
+            return TransportResponse(accepted.status, _upgrade(accepted), stream)
+
+        request = _request(handshake)
+        response = await session.async_transport_for(handshake_live)(request)
+        log = self._log(handshake, replayed=not opened)
+        if opened:
+            body = response.body
+            assert isinstance(body, AsyncByteStream)
+            pull = body.__aiter__()
+            return AsyncRecordingConnection(opened[0], tee, pull, log, session.clock, started)
+        if isinstance(response.body, AsyncByteStream):
+            await response.body.aclose()
+        playback, accepted = self._playback(handshake, log, started)
+        return AsyncReplayedConnection(playback, accepted)
+
+    def _log(self, handshake: Handshake, *, replayed: bool) -> FrameLog:
+        log = FrameLog(redact_url(handshake.url), replayed)
+        with self._lock:
+            self.connections.append(log)
+        return log
+
+    def _playback(
+        self, handshake: Handshake, log: FrameLog, started: float
+    ) -> tuple[Playback, Accepted]:
+        """The playback of the recorded session the handshake was just matched to."""
+        session = self._session
+        url = redact_url(handshake.url)
+        sent = next(
+            (
+                r
+                for r in reversed(session.requests)
+                if r.replayed and r.url == url and r.method == "GET"
+            ),
+            None,
+        )
+        if sent is None or sent.interaction is None:
+            raise ReplayError(
+                f"the WebSocket handshake to {url} was answered by an injected fault, "
+                "which cannot answer a WebSocket session"
+            )
+        position = sent.interaction
+        interaction = session.interactions[position]
+        try:
+            script = Script.of(interaction)
+        except ValueError as exc:
+            if isinstance(exc, MalformedCassette):
+                raise self._corrupt(position, exc) from exc
+            raise ReplayError(
+                f"the WebSocket handshake to {url} matched interaction #{position} of cassette "
+                f"{session.path}, which is an HTTP answer, not a recorded WebSocket session. "
+                "Record the cassette again (--cassette-record=all)."
+            ) from exc
+        except (MalformedCassette, TypeError, RecursionError) as exc:
+            raise self._corrupt(position, exc) from exc
+        response = interaction.response
+        assert response is not None
+        body = session.rules.body
+        matcher = FrameMatcher(
+            BodyPart(True, (*body.ignored, *VOLATILE), body.masked),
+            session.path,
+            url,
+            session.record_mode,
+            SecretScanner().mask,
+        )
+        playback = Playback(script, session.clock, matcher, started, log, session.misses)
+        with self._lock:
+            self._playbacks.append(playback)
+        subprotocol = response.headers.get("sec-websocket-protocol")
+        return playback, Accepted(response.status, response.headers, subprotocol or None)
+
+    def _corrupt(self, position: int, exc: BaseException) -> CassetteFormatError:
+        error = corrupt_at(self._session.path, position, damage_reason(exc))
+        self._session.damaged.append(error)
+        return error
+
+    # -- the end --------------------------------------------------------------------------
+
+    def leftovers(self) -> list[str]:
+        """What replayed connections left unsent or unread, one sentence each, naming the
+        connection."""
+        with self._lock:
+            playbacks = list(self._playbacks)
+        return [
+            f"WebSocket {playback.log.url}: {sentence}"
+            for playback in playbacks
+            for sentence in playback.leftovers()
+        ]
+
+
+_hubs: weakref.WeakKeyDictionary[object, Realtime] = weakref.WeakKeyDictionary()
+_hubs_lock = threading.Lock()
+
+
+def realtime_of(session: SessionLike) -> Realtime:
+    """The WebSocket side of ``session``, made on first use."""
+    with _hubs_lock:
+        hub = _hubs.get(session)
+        if hub is None:
+            hub = _hubs[session] = Realtime(session)
+        return hub

@@ -1,0 +1,56 @@
+"""What passed on one WebSocket connection, both ways, with its times: the record a test
+reads back, the same whether the session was recorded or replayed."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from pytest_toolnexus._seam.duplex import Message, Sender
+
+__all__ = ["FrameLog", "Passed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Passed:
+    """One frame that passed: who sent it, when (``t``, ms since the handshake was sent, on
+    the session's clock: virtual time on replay), the message (None for a close frame), and a
+    close frame's code and reason."""
+
+    sender: Sender
+    t: float
+    message: Message | None
+    code: int | None = None
+    reason: str = ""
+
+
+@dataclass
+class FrameLog:
+    """The frames of one connection, in the order they passed, and its URL (redacted)."""
+
+    url: str
+    replayed: bool
+    frames: list[Passed] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(
+        self,
+        sender: Sender,
+        t: float,
+        message: Message | None,
+        *,
+        code: int | None = None,
+        reason: str = "",
+    ) -> None:
+        with self._lock:
+            self.frames.append(Passed(sender, t, message, code, reason))
+
+    @property
+    def sent(self) -> list[Passed]:
+        """The frames the client sent."""
+        return [f for f in self.frames if f.sender == "client"]
+
+    @property
+    def received(self) -> list[Passed]:
+        """The frames delivered to the client."""
+        return [f for f in self.frames if f.sender == "server"]

@@ -1,0 +1,187 @@
+"""The state of one replayed WebSocket session, shared by its sync and async connections.
+
+:class:`Playback` holds the :class:`~.script.Script`, the clock and what has happened: which
+client frames were sent and when (each is the anchor of the server frames that follow it in the
+recording), which server frames were read, and who closed. It decides when the next server
+frame is due, checks each client frame against the one expected, and keeps the log of frames
+both ways with their times. The connections in :mod:`.replay` only wait and hand over.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from pytest_toolnexus._seam.duplex import DuplexClosed, Message
+from pytest_toolnexus._seam.errors import CassetteMissError
+from pytest_toolnexus._timing.clock import Clock
+
+from .expect import FrameMatcher
+from .log import FrameLog
+from .script import HANDSHAKE, Script, ServerFrame
+
+__all__ = ["END", "WAIT", "Due", "Playback"]
+
+WAIT: Final = "wait"
+"""The next server frame answers a client frame not sent yet."""
+END: Final = "end"
+"""The recording has no further server frame."""
+
+
+@dataclass(frozen=True, slots=True)
+class Due:
+    """The next server frame and the clock time it is due at."""
+
+    frame: ServerFrame
+    at: float
+
+
+class Playback:
+    """One replayed session: ``started`` is the clock time its handshake was sent."""
+
+    def __init__(
+        self,
+        script: Script,
+        clock: Clock,
+        matcher: FrameMatcher,
+        started: float,
+        log: FrameLog,
+        misses: list[CassetteMissError],
+    ) -> None:
+        self.script = script
+        self.clock = clock
+        self.matcher = matcher
+        self.started = started
+        self.log = log
+        self._misses = misses
+        self.changed = threading.Condition(threading.RLock())
+        self._anchors: list[float | None] = [None] * len(script.client)
+        self.sent = 0
+        self.read = 0
+        self._last_due = started
+        self._lateness = 0.0  # how much later than recorded the client's last frame counted
+        self.closed: DuplexClosed | None = None
+
+    def _ms(self) -> float:
+        return (self.clock.now() - self.started) * 1000.0
+
+    def next_due(self) -> Due | Literal["wait", "end"]:
+        """The next server frame and when it is due, or :data:`WAIT` / :data:`END`."""
+        with self.changed:
+            server = self.script.server
+            if self.read >= len(server):
+                return END
+            frame = server[self.read]
+            if frame.anchor == HANDSHAKE:
+                base: float | None = self.started
+            else:
+                base = self._anchors[frame.anchor]
+            if base is None:
+                return WAIT
+            at = max(base + frame.offset / 1000.0 / self.clock.speed, self._last_due)
+            return Due(frame, at)
+
+    def take(self, due: Due) -> Message:
+        """Hand over the due server frame now; a close frame or the recorded drop raises
+        :class:`DuplexClosed` instead."""
+        with self.changed:
+            if self.closed is not None:
+                raise self.closed
+            self.read += 1
+            self._last_due = due.at
+            frame = due.frame
+            code = frame.close_code
+            self.changed.notify_all()
+            if code is not None:
+                reason = frame.frame.reason if frame.frame is not None else ""
+                self.log.add("server", self._ms(), None, code=code, reason=reason)
+                self.closed = DuplexClosed(code, reason, by="server")
+                raise self.closed
+            assert frame.frame is not None
+            message = frame.frame.message
+            assert message is not None
+            self.log.add("server", self._ms(), message)
+            return message
+
+    def send(self, message: Message) -> None:
+        """Check a client frame against the one expected next and note when it was sent;
+        raises :class:`CassetteMissError` (kept for the end of the test too) on a mismatch."""
+        with self.changed:
+            if self.closed is not None:
+                raise self.closed
+            number = self.sent
+            client = self.script.client
+            expected = client[number] if number < len(client) else None
+            lines: list[str] = []
+            paths: list[str] = []
+            if expected is not None:
+                lines, paths = self.matcher.differences(expected, message)
+            if expected is None or lines:
+                miss = self.matcher.miss(message, expected, number, lines, paths)
+                self._misses.append(miss)
+                raise miss
+            self._anchor(number)
+            self.sent += 1
+            self.log.add("client", self._ms(), message)
+            self.changed.notify_all()
+
+    def _anchor(self, number: int) -> None:
+        """Client frame ``number`` is sent now: it counts as sent at the later of now and the
+        moment it was sent in the recording, moved by how late the client was before. A
+        client on the virtual clock spends no time between a frame it reads and the one it
+        sends, which the recorded client did: without the floor every answer would come
+        early by that time. A client later than the floor moves every later answer with it."""
+        recorded = self.started + self.script.client[number].t / 1000.0 / self.clock.speed
+        base = max(self.clock.now(), recorded + self._lateness)
+        self._anchors[number] = base
+        self._lateness = base - recorded
+
+    def close(self, code: int, reason: str) -> None:
+        """The client closes: the close frame the recording expects here is sent (the server
+        frames anchored on it, its answering close among them, become due); a client closing
+        earlier than it did in the recording leaves the rest unsent."""
+        with self.changed:
+            if self.closed is not None:
+                return
+            number = self.sent
+            client = self.script.client
+            if number < len(client) and client[number].kind == "close":
+                self._anchor(number)
+                self.sent += 1
+            self.log.add("client", self._ms(), None, code=code, reason=reason)
+            self.closed = DuplexClosed(code, reason, by="client")
+            self.changed.notify_all()
+
+    def leftovers(self) -> list[str]:
+        """What the client left of the recording: client frames it never sent, and server
+        frames (not a close, nor the recorded drop) it never read."""
+        with self.changed:
+            unsent = [f for f in self.script.client[self.sent :] if f.kind != "close"]
+            unread = [
+                f
+                for f in self.script.server[self.read :]
+                if f.frame is not None and f.frame.kind != "close"
+            ]
+        found = []
+        if unsent:
+            found.append(
+                f"{len(unsent)} recorded client frame(s) were never sent (the first: "
+                f"{self.matcher.mask(_brief(unsent[0].message))} at {unsent[0].t:.1f} ms)"
+            )
+        if unread:
+            first = unread[0].frame
+            assert first is not None
+            found.append(
+                f"{len(unread)} recorded server frame(s) were never read (the first: "
+                f"{self.matcher.mask(_brief(first.message))} at {first.t:.1f} ms)"
+            )
+        return found
+
+
+def _brief(message: Message | None) -> str:
+    if message is None:
+        return "a close frame"
+    if isinstance(message, bytes):
+        return f"{len(message)} bytes of binary"
+    return message if len(message) <= 80 else message[:77] + "..."

@@ -1,0 +1,139 @@
+"""Replayed WebSocket connections, sync and async: no socket, the server frames released on
+the session's clock as :class:`~.playback.Playback` says they are due.
+
+On the virtual clock nothing sleeps: a ``recv`` moves the clock to the next frame's due time.
+An async ``recv`` waiting for a frame that answers a client frame not yet sent waits for that
+send (another task makes it), and the clock lets other tasks run first, so a send due earlier
+is made before a later frame is released. A sync ``recv`` in that state, with no other thread
+to send, would wait for ever: after a short real wait it raises :class:`ReplayError` saying
+which frame it waits for.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import anyio
+
+from pytest_toolnexus._seam.duplex import Accepted, Message
+from pytest_toolnexus._seam.errors import ReplayError, expected_error
+
+from .playback import END, WAIT, Due, Playback
+
+__all__ = ["AsyncReplayedConnection", "ReplayedConnection"]
+
+__tracebackhide__ = expected_error
+
+PATIENCE: Final = 2.0
+"""Real seconds a sync ``recv`` waits for another thread to send what the next frame
+answers, or to close, before it says that nothing can come."""
+
+
+def _stuck(playback: Playback, due: str) -> ReplayError:
+    if due == END:
+        what = (
+            "the recording has no further server frame: the client read them all, and the "
+            "session was closed there when it was recorded"
+        )
+    else:
+        server = playback.script.server[playback.read]
+        anchor = playback.script.client[server.anchor]
+        what = (
+            f"the next server frame (recorded at {server.t:.1f} ms) answers client frame "
+            f"#{server.anchor} (recorded at {anchor.t:.1f} ms), which the client has not sent"
+        )
+    return ReplayError(
+        f"recv() on the replayed WebSocket {playback.log.url} would wait for ever: {what}. "
+        "Send what the recording expects first, or close the connection."
+    )
+
+
+class ReplayedConnection:
+    """A sync replayed connection (the duplex seam's ``DuplexConnection``)."""
+
+    def __init__(self, playback: Playback, accepted: Accepted) -> None:
+        self._playback = playback
+        self._accepted = accepted
+
+    @property
+    def accepted(self) -> Accepted:
+        return self._accepted
+
+    @property
+    def playback(self) -> Playback:
+        return self._playback
+
+    def send(self, message: Message) -> None:
+        self._playback.send(message)
+
+    def recv(self, timeout: float | None = None) -> Message:
+        playback = self._playback
+        clock = playback.clock
+        while True:
+            due = playback.next_due()
+            if playback.closed is not None and not isinstance(due, Due):
+                raise playback.closed
+            if isinstance(due, Due):
+                if timeout is not None and due.at > clock.now() + timeout:
+                    clock.wait_until(clock.now() + timeout)
+                    raise TimeoutError("timed out while waiting for a message")
+                clock.wait_until(due.at)
+                return playback.take(due)
+            if timeout is not None:
+                clock.wait_until(clock.now() + timeout)
+                raise TimeoutError("timed out while waiting for a message")
+            with playback.changed:
+                # Another thread may send, or close, meanwhile: look again when it does.
+                idle = playback.next_due() in (WAIT, END) and playback.closed is None
+                if idle and not playback.changed.wait(PATIENCE):
+                    raise _stuck(playback, due)
+
+    def close(self, code: int = 1000, reason: str = "") -> None:
+        self._playback.close(code, reason)
+
+
+class AsyncReplayedConnection:
+    """An async replayed connection (the duplex seam's ``AsyncDuplexConnection``)."""
+
+    def __init__(self, playback: Playback, accepted: Accepted) -> None:
+        self._playback = playback
+        self._accepted = accepted
+        self._changed: anyio.Event | None = None
+
+    @property
+    def accepted(self) -> Accepted:
+        return self._accepted
+
+    @property
+    def playback(self) -> Playback:
+        return self._playback
+
+    def _notify(self) -> None:
+        event, self._changed = self._changed, None
+        if event is not None:
+            event.set()
+
+    async def send(self, message: Message) -> None:
+        self._playback.send(message)
+        self._notify()
+        await anyio.lowlevel.checkpoint()
+
+    async def recv(self) -> Message:
+        playback = self._playback
+        while True:
+            due = playback.next_due()
+            if playback.closed is not None and not isinstance(due, Due):
+                raise playback.closed
+            if isinstance(due, Due):
+                await playback.clock.await_until(due.at)
+                if playback.next_due() != due:
+                    continue  # a close came while it waited
+                return playback.take(due)
+            if self._changed is None:
+                self._changed = anyio.Event()
+            await self._changed.wait()
+
+    async def close(self, code: int = 1000, reason: str = "") -> None:
+        self._playback.close(code, reason)
+        self._notify()
+        await anyio.lowlevel.checkpoint()
