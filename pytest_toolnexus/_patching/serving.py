@@ -1,7 +1,7 @@
 """Every process-wide patch a cassette in use needs to serve the clients the code under test
 builds itself: the httpx and httpx2 transports, the libraries served once imported (aiohttp,
-urllib3), the shared TLS context of a replay that opens no connection, and the network
-tripwire. The pytest plugin's ``cassette`` fixture and ``use_cassette`` both put them on
+urllib3, websockets), the shared TLS context of a replay that opens no connection, and the
+network tripwire. The pytest plugin's ``cassette`` fixture and ``use_cassette`` both put them on
 through this one function, into the installation that takes them off again."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from .httpx import patch_http_clients
 from .install import Installation
 from .libraries import patch_libraries
 from .tls import share_default_tls
+from .websockets import patch_websockets
 
 __all__ = ["serve_clients"]
 
@@ -35,6 +36,7 @@ def serve_clients(
     hosts = tuple(allow_hosts)
     installation.add(patch_http_clients, session, hosts)
     installation.add(patch_libraries, session, hosts)
+    installation.add(patch_websockets, session)
     if session.replay_only and not hosts:
         # No connection can open while the cassette is in use, so the clients made meanwhile
         # need no TLS context of their own (making one costs more than the rest of a test).

@@ -59,7 +59,6 @@ class SessionLike(Protocol):
     """What the WebSocket side uses of a cassette session: its public surface only."""
 
     path: Path
-    record_mode: str
     rules: MatchRules
     clock: Clock
 
@@ -71,6 +70,9 @@ class SessionLike(Protocol):
 
     @property
     def requests(self) -> list[SentRequest]: ...
+
+    @property
+    def record_mode(self) -> str: ...
 
     @property
     def interactions(self) -> list[Interaction]: ...

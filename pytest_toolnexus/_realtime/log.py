@@ -42,8 +42,10 @@ class FrameLog:
         code: int | None = None,
         reason: str = "",
     ) -> None:
+        # Kept to the microsecond, as a cassette keeps times: the clock's readings are large
+        # numbers, and their difference carries float noise below that.
         with self._lock:
-            self.frames.append(Passed(sender, t, message, code, reason))
+            self.frames.append(Passed(sender, round(t, 3), message, code, reason))
 
     @property
     def sent(self) -> list[Passed]:

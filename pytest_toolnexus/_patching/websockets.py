@@ -1,0 +1,117 @@
+"""Serving the websockets library's clients through a cassette session's WebSocket side.
+
+Two patches, each put on when the library's module is imported (or at once when it is) and
+taken off by the undo:
+
+- the sync client's ``connect`` function, in ``websockets.sync.client`` (the openai SDK
+  imports it from there when it connects, sync);
+- the asyncio client's ``connect`` class, whose one method that opens the connection
+  (``connect.connect``, which ``await connect(...)``, ``async with connect(...)`` and
+  ``async for`` all go through) is replaced on the class. Patching the method rather than the
+  name serves the code that bound the class at import (google-genai's ``from
+  websockets.asyncio.client import connect as ws_connect``) and its subclasses (the openai
+  SDK's ``_WebSocketConnect``) alike.
+
+A replayed connection opens no socket; a recorded one is opened by the library's own code
+with the arguments the client gave, and teed.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from pytest_toolnexus._bridges.websockets import (
+    AsyncConnection,
+    AsyncLiveConnection,
+    Connection,
+    LiveConnection,
+    headers_of,
+)
+from pytest_toolnexus._realtime.hub import Realtime, SessionLike, realtime_of
+from pytest_toolnexus._seam.duplex import Handshake
+
+from .imports import when_imported
+
+__all__ = ["patch_websockets"]
+
+Undo = Callable[[], None]
+
+
+def _patch_sync(hub: Realtime) -> Undo:
+    module = sys.modules["websockets.sync.client"]
+    original = getattr(module, "connect")  # noqa: B009 - a module's name, typed as Any
+
+    def connect(uri: str, **kwargs: Any) -> Any:
+        if kwargs.get("legacy") is False:
+            return original(uri, **kwargs)  # the reconnecting iterator: not served
+        handshake = Handshake(
+            uri,
+            headers_of(kwargs.get("additional_headers")),
+            tuple(kwargs.get("subprotocols") or ()),
+        )
+
+        def live(_: Handshake) -> LiveConnection:
+            return LiveConnection(original(uri, **kwargs))
+
+        return Connection(hub.connect(handshake, live))
+
+    setattr(module, "connect", connect)  # noqa: B010 - a module's name, typed as Any
+
+    def undo() -> None:
+        if getattr(module, "connect", None) is connect:
+            setattr(module, "connect", original)  # noqa: B010
+
+    return undo
+
+
+def _patch_async(hub: Realtime) -> Undo:
+    module = sys.modules["websockets.asyncio.client"]
+    cls = module.connect
+    original = cls.__dict__.get("connect")
+    if original is None:  # a websockets before the method this patch replaces: not served
+        return lambda: None
+
+    async def open_connection(self: Any) -> Any:
+        handshake = Handshake(self.uri, headers_of(self.additional_headers))
+
+        async def live(_: Handshake) -> AsyncLiveConnection:
+            return AsyncLiveConnection(await original(self))
+
+        return AsyncConnection(await hub.aconnect(handshake, live))
+
+    cls.connect = open_connection
+
+    def undo() -> None:
+        if cls.__dict__.get("connect") is open_connection:
+            cls.connect = original
+
+    return undo
+
+
+def patch_websockets(session: SessionLike) -> Undo:
+    """Serve the websockets clients through ``session`` until the undo runs; the undo also
+    warns of the frames replayed connections left unsent or unread."""
+    hub = realtime_of(session)
+    undos = [
+        when_imported("websockets.sync.client", lambda: _patch_sync(hub)),
+        when_imported("websockets.asyncio.client", lambda: _patch_async(hub)),
+    ]
+
+    def undo() -> None:
+        try:
+            while undos:
+                undos.pop()()
+        finally:
+            left = hub.leftovers()
+            if left:
+                from pytest_toolnexus._session.session import UnusedInteractionsWarning
+
+                warnings.warn(
+                    UnusedInteractionsWarning(f"cassette {session.path}: " + " | ".join(left)),
+                    stacklevel=2,
+                )
+
+    return undo
