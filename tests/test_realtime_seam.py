@@ -267,3 +267,36 @@ def test_the_async_connection_releases_frames_causally_across_tasks(tmp_path):
         ("a2", 1062.0),
         ("b1", 1212.0),
     ]
+
+
+class DroppingServer(EchoServer):
+    """Answers the first event, then the connection drops without a close frame."""
+
+    def recv(self, timeout=None):
+        if not self._pending:
+            time.sleep(0.005)
+            raise DuplexClosed(1006, by="server")
+        return super().recv(timeout)
+
+
+def test_a_dropped_connection_is_recorded_at_its_time_and_replayed(tmp_path):
+    path = tmp_path / "drop.msgpack"
+    with CassetteSession(path, record="all", timing="real") as session:
+        connection = realtime_of(session).connect(HANDSHAKE, DroppingServer)
+        connection.recv()
+        with pytest.raises(DuplexClosed) as live:
+            connection.recv()
+    assert live.value.code == 1006
+    response = load_cassette(path, validate=True).interactions[0].response
+    assert response.error.kind == "RemoteProtocolError"
+    assert "dropped without a close frame (code 1006)" in response.error.message
+    assert response.error.t > response.body.frames[-1]["t"]
+
+    with CassetteSession(path) as replay:
+        hub = realtime_of(replay)
+        again = hub.connect(HANDSHAKE, None)
+        again.recv()
+        with pytest.raises(DuplexClosed) as replayed:
+            again.recv()
+    assert (replayed.value.code, replayed.value.by) == (1006, "server")
+    assert hub.connections[0].frames[-1].t == pytest.approx(response.error.t, abs=1e-3)
