@@ -23,13 +23,6 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from pytest_toolnexus._bridges.websockets import (
-    AsyncConnection,
-    AsyncLiveConnection,
-    Connection,
-    LiveConnection,
-    headers_of,
-)
 from pytest_toolnexus._realtime.hub import Realtime, SessionLike, realtime_of
 from pytest_toolnexus._seam.duplex import Handshake
 
@@ -41,6 +34,9 @@ Undo = Callable[[], None]
 
 
 def _patch_sync(hub: Realtime) -> Undo:
+    # The bridge imports the library: only once the code under test has imported it.
+    from pytest_toolnexus._bridges.websockets import Connection, LiveConnection, headers_of
+
     module = sys.modules["websockets.sync.client"]
     original = getattr(module, "connect")  # noqa: B009 - a module's name, typed as Any
 
@@ -53,7 +49,7 @@ def _patch_sync(hub: Realtime) -> Undo:
             tuple(kwargs.get("subprotocols") or ()),
         )
 
-        def live(_: Handshake) -> LiveConnection:
+        def live(_: Handshake) -> Any:
             return LiveConnection(original(uri, **kwargs))
 
         return Connection(hub.connect(handshake, live))
@@ -68,6 +64,12 @@ def _patch_sync(hub: Realtime) -> Undo:
 
 
 def _patch_async(hub: Realtime) -> Undo:
+    from pytest_toolnexus._bridges.websockets import (
+        AsyncConnection,
+        AsyncLiveConnection,
+        headers_of,
+    )
+
     module = sys.modules["websockets.asyncio.client"]
     cls = module.connect
     original = cls.__dict__.get("connect")
@@ -77,7 +79,7 @@ def _patch_async(hub: Realtime) -> Undo:
     async def open_connection(self: Any) -> Any:
         handshake = Handshake(self.uri, headers_of(self.additional_headers))
 
-        async def live(_: Handshake) -> AsyncLiveConnection:
+        async def live(_: Handshake) -> Any:
             return AsyncLiveConnection(await original(self))
 
         return AsyncConnection(await hub.aconnect(handshake, live))
