@@ -1,6 +1,7 @@
-"""Serving the websockets library's clients through a cassette session's WebSocket side.
+"""Serving WebSocket clients through a cassette session's WebSocket side: the websockets
+library's, and aiohttp's ``ClientSession.ws_connect``.
 
-Two patches, each put on when the library's module is imported (or at once when it is) and
+Three patches, each put on when the library's module is imported (or at once when it is) and
 taken off by the undo:
 
 - the sync client's ``connect`` function, in ``websockets.sync.client`` (the openai SDK
@@ -10,7 +11,8 @@ taken off by the undo:
   ``async for`` all go through) is replaced on the class. Patching the method rather than the
   name serves the code that bound the class at import (google-genai's ``from
   websockets.asyncio.client import connect as ws_connect``) and its subclasses (the openai
-  SDK's ``_WebSocketConnect``) alike.
+  SDK's ``_WebSocketConnect``) alike;
+- aiohttp's ``ClientSession._ws_connect``, the coroutine ``ws_connect`` wraps.
 
 A replayed connection opens no socket; a recorded one is opened by the library's own code
 with the arguments the client gave, and teed.
@@ -93,6 +95,35 @@ def _patch_async(hub: Realtime) -> Undo:
     return undo
 
 
+def _patch_aiohttp(hub: Realtime) -> Undo:
+    from yarl import URL
+
+    from pytest_toolnexus._bridges.aiohttp_ws import AioConnection, AioLiveConnection, headers_of
+
+    cls = sys.modules["aiohttp"].ClientSession
+    original = cls.__dict__["_ws_connect"]
+
+    async def ws_connect(self: Any, url: Any, **kwargs: Any) -> Any:
+        target = URL(url) if not isinstance(url, URL) else url
+        if kwargs.get("params"):
+            target = target.update_query(kwargs["params"])
+        headers = headers_of(kwargs.get("headers"))
+        handshake = Handshake(str(target), headers, tuple(kwargs.get("protocols") or ()))
+
+        async def live(_: Handshake) -> Any:
+            return AioLiveConnection(await original(self, url, **kwargs))
+
+        return AioConnection(await hub.aconnect(handshake, live))
+
+    cls._ws_connect = ws_connect
+
+    def undo() -> None:
+        if cls.__dict__.get("_ws_connect") is ws_connect:
+            cls._ws_connect = original
+
+    return undo
+
+
 def patch_websockets(session: SessionLike) -> Undo:
     """Serve the websockets clients through ``session`` until the undo runs; the undo also
     warns of the frames replayed connections left unsent or unread."""
@@ -100,6 +131,7 @@ def patch_websockets(session: SessionLike) -> Undo:
     undos = [
         when_imported("websockets.sync.client", lambda: _patch_sync(hub)),
         when_imported("websockets.asyncio.client", lambda: _patch_async(hub)),
+        when_imported("aiohttp", lambda: _patch_aiohttp(hub)),
     ]
 
     def undo() -> None:
