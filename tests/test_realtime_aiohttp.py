@@ -5,6 +5,8 @@ the credential header redacted."""
 
 import asyncio
 import json
+import subprocess
+import sys
 
 import aiohttp
 
@@ -62,3 +64,37 @@ def test_aiohttp_ws_connect_records_then_replays(tmp_path):
     assert (again, again_text) == (kinds, text)
     assert logs[0].replayed
     assert [p.t for p in logs[0].received] == server_t
+
+
+IMPORTS = """
+import sys
+from pytest_toolnexus import use_cassette
+
+with use_cassette(sys.argv[1], record="all"):
+    import aiohttp  # the HTTP patch watches it too
+    import google.genai  # imports the websockets asyncio client, and aiohttp
+    import websockets.asyncio.client
+    import websockets.sync.client
+
+    print(websockets.sync.client.connect.__module__)
+    print(websockets.asyncio.client.connect.connect.__module__)
+    print(aiohttp.ClientSession._ws_connect.__module__)
+print(websockets.sync.client.connect.__module__)
+"""
+
+
+def test_the_patches_go_on_whichever_library_is_imported_first(tmp_path):
+    # A fresh process: in this one the libraries are imported already.
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORTS, str(tmp_path / "c.msgpack")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [
+        "pytest_toolnexus._patching.websockets",
+        "pytest_toolnexus._patching.websockets",
+        "pytest_toolnexus._patching.websockets",
+        "websockets.sync.client",
+    ]

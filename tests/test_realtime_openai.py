@@ -24,7 +24,7 @@ import pytest
 import fake_realtime
 
 PORT = {port}
-fake_realtime.THINK = 0.6  # four answers: a recording of over 2 s, so a sleeping replay shows
+fake_realtime.THINK = 0.8  # four answers: a recording of over 3 s, so a sleeping replay shows
 
 
 @pytest.fixture(scope="session")
@@ -85,9 +85,9 @@ def check(cassette, events, took):
     got = [p.t for p in log.received]
     with pytest.raises(NetworkBlockedError):
         socket.create_connection(("127.0.0.1", int(os.environ["REALTIME_PORT"])))
-    duration = server_t[-1] / 1000.0
-    assert took < duration / 2, (took, duration)  # a virtual replay does not sleep
     if not LATE:
+        duration = server_t[-1] / 1000.0
+        assert took < duration / 2, (took, duration)  # a virtual replay does not sleep
         assert got == server_t  # 0.00 ms: each event at its recorded offset
         print("EXACT", len(got))
         return

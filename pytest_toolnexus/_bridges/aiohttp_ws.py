@@ -14,7 +14,9 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from aiohttp import ClientWebSocketResponse, WSMessage, WSMsgType
+# From the submodules: the patch runs when aiohttp.client is made, before aiohttp itself is.
+from aiohttp.client_ws import ClientWebSocketResponse
+from aiohttp.http_websocket import WSMessage, WSMsgType
 
 from pytest_toolnexus._seam.duplex import (
     ABNORMAL,

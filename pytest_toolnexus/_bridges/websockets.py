@@ -13,14 +13,18 @@ live one.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from websockets.asyncio.client import ClientConnection as AsyncClientConnection
 from websockets.datastructures import Headers as WsHeaders
 from websockets.exceptions import ConnectionClosed, ConnectionClosedError, ConnectionClosedOK
 from websockets.frames import Close
 from websockets.http11 import Response
-from websockets.sync.client import ClientConnection
+
+if TYPE_CHECKING:
+    # Not imported at run time: importing one client module from the patch of the other would
+    # run that one's import watch while this module is half made.
+    from websockets.asyncio.client import ClientConnection as AsyncClientConnection
+    from websockets.sync.client import ClientConnection
 
 from pytest_toolnexus._seam.duplex import (
     ABNORMAL,

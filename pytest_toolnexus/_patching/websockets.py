@@ -100,7 +100,7 @@ def _patch_aiohttp(hub: Realtime) -> Undo:
 
     from pytest_toolnexus._bridges.aiohttp_ws import AioConnection, AioLiveConnection, headers_of
 
-    cls = sys.modules["aiohttp"].ClientSession
+    cls = sys.modules["aiohttp.client"].ClientSession
     original = cls.__dict__["_ws_connect"]
 
     async def ws_connect(self: Any, url: Any, **kwargs: Any) -> Any:
@@ -131,7 +131,8 @@ def patch_websockets(session: SessionLike) -> Undo:
     undos = [
         when_imported("websockets.sync.client", lambda: _patch_sync(hub)),
         when_imported("websockets.asyncio.client", lambda: _patch_async(hub)),
-        when_imported("aiohttp", lambda: _patch_aiohttp(hub)),
+        # Watched by its module, not "aiohttp", which the HTTP patch's watch already names.
+        when_imported("aiohttp.client", lambda: _patch_aiohttp(hub)),
     ]
 
     def undo() -> None:
