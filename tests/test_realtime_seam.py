@@ -102,12 +102,12 @@ def test_a_session_is_recorded_then_replayed_without_the_server(tmp_path):
         assert hub.leftovers() == []
 
 
-def build(path, frames, t_headers=2.0):
+def build(path, frames, t_headers=2.0, allow=()):
     request = RecordedRequest("GET", URL, Headers(), EmptyBody())
     response = RecordedResponse(
         101, Headers([("Upgrade", "websocket")]), WebSocketBody(frames), t_headers, 160.0
     )
-    Cassette(path, [Interaction(request, response)]).save()
+    Cassette(path, [Interaction(request, response)]).save(allow_secrets=allow)
     return path
 
 
@@ -207,6 +207,72 @@ def test_a_client_frame_that_does_not_match_is_a_miss_with_a_path_diff(tmp_path)
     assert "ignore_body=['type']" in message
     assert "--cassette-record=all" in message
     assert session.misses == [caught.value]
+
+
+GOOGLE_KEY = "AIzaSyD" + "q7Lm2Xv9Rt4Wn8Kp3Jc6Hb1Fg5Ys0UeW"  # 39 characters, as Google's are
+OPENAI_KEY = "sk-" + "Vb7Nq2Lx9Tr4Wm8Kp3Jc6Hd1Fg5Ys0Uz"
+
+
+def near_the_cut(key, limit=160):
+    """A text frame whose cut at ``limit`` characters falls inside ``key``."""
+    return "x" * (limit - 3 - 13) + " " + key + " and the rest"
+
+
+def test_a_miss_masks_a_frame_before_cutting_it_so_a_key_at_the_cut_never_shows(tmp_path):
+    sent_key, recorded_key = GOOGLE_KEY, OPENAI_KEY
+    frames = [frame_doc(5.0, "client", near_the_cut(recorded_key))]
+    path = build(tmp_path / "cut.msgpack", frames, allow=[recorded_key])
+    with CassetteSession(path, on_unused="ignore") as session:
+        connection = realtime_of(session).connect(HANDSHAKE, None)
+        with pytest.raises(CassetteMissError) as caught:
+            connection.send(near_the_cut(sent_key))
+    message = str(caught.value)
+    assert "  sent: " + "x" * 144 + " [secret]" in message
+    assert "): " + "x" * 144 + " [secret]" in message
+    for key in (sent_key, recorded_key):
+        assert key[:8] not in message
+        assert key[-8:] not in message
+
+
+def test_a_miss_diff_masks_a_key_in_a_long_json_value_before_cutting_it(tmp_path):
+    frames = [frame_doc(5.0, "client", json.dumps({"note": "y" * 30 + " " + OPENAI_KEY}))]
+    path = build(tmp_path / "diff.msgpack", frames, allow=[OPENAI_KEY])
+    with CassetteSession(path, on_unused="ignore") as session:
+        connection = realtime_of(session).connect(HANDSHAKE, None)
+        with pytest.raises(CassetteMissError) as caught:
+            connection.send(json.dumps({"note": "z" * 30 + " " + GOOGLE_KEY}))
+    message = str(caught.value)
+    assert "root['note']" in message
+    for key in (GOOGLE_KEY, OPENAI_KEY):
+        assert key[:8] not in message
+        assert key[-8:] not in message
+
+
+def test_a_frame_sent_where_the_recording_closes_is_quoted_masked(tmp_path):
+    path = build(tmp_path / "close.msgpack", [frame_doc(5.0, "client", None, code=1000)])
+    with CassetteSession(path, on_unused="ignore") as session:
+        connection = realtime_of(session).connect(HANDSHAKE, None)
+        with pytest.raises(CassetteMissError) as caught:
+            connection.send(near_the_cut(GOOGLE_KEY))
+    message = str(caught.value)
+    assert "expects the client to close here, and it sent " + "x" * 144 + " [secret]" in message
+    assert GOOGLE_KEY[:8] not in message
+
+
+def test_leftover_frames_are_masked_before_they_are_cut(tmp_path):
+    frames = [
+        frame_doc(5.0, "client", near_the_cut(OPENAI_KEY, 80)),
+        frame_doc(6.0, "server", near_the_cut(GOOGLE_KEY, 80)),
+    ]
+    path = build(tmp_path / "left-keys.msgpack", frames, allow=[OPENAI_KEY, GOOGLE_KEY])
+    with CassetteSession(path, on_unused="ignore") as session:
+        hub = realtime_of(session)
+        hub.connect(HANDSHAKE, None).close()
+        left = " | ".join(hub.leftovers())
+    assert left.count("x" * 64 + " [secret]") == 2
+    for key in (GOOGLE_KEY, OPENAI_KEY):
+        assert key[:8] not in left
+        assert key[-8:] not in left
 
 
 def test_unsent_and_unread_frames_are_reported_at_the_end(tmp_path):

@@ -18,10 +18,16 @@ from typing import Any, Final
 
 from pytest_toolnexus._seam.duplex import Message
 from pytest_toolnexus._seam.errors import CassetteMissError
-from pytest_toolnexus._session.body_part import BodyPart, BodyPath, Comparable, body_diff
+from pytest_toolnexus._session.body_part import (
+    BodyPart,
+    BodyPath,
+    Comparable,
+    body_diff,
+    masked_comparable,
+)
 from pytest_toolnexus._store.ws_frames import Frame
 
-__all__ = ["VOLATILE", "FrameMatcher"]
+__all__ = ["VOLATILE", "FrameMatcher", "shown"]
 
 VOLATILE: Final[tuple[BodyPath, ...]] = (("event_id",),)
 """Client frame paths never compared: OpenAI Realtime's client ``event_id``."""
@@ -43,10 +49,12 @@ def _comparable_message(part: BodyPart, message: Message | None) -> Comparable:
     return part.comparable(message.encode("utf-8", "surrogatepass"))
 
 
-def _shown(message: Message | None, limit: int = 160) -> str:
+def shown(message: Message | None, mask: Callable[[str], str], limit: int = 160) -> str:
+    """``message`` as a miss or a warning quotes it: masked whole first, then cut to ``limit``
+    characters (cut first, a key split at the cut would no longer match its pattern)."""
     if message is None:
         return "a close frame"
-    text = message if isinstance(message, str) else f"{len(message)} bytes of binary"
+    text = mask(message) if isinstance(message, str) else f"{len(message)} bytes of binary"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -65,14 +73,17 @@ class FrameMatcher:
         """Lines for each place where ``sent`` differs from ``expected`` (none: it matches),
         and the dotted paths ``ignore_body`` could name."""
         if expected.kind == "close":
-            return [
-                f"the recording expects the client to close here, and it sent {_shown(sent)}"
-            ], []
+            quoted = shown(sent, self.mask)
+            return [f"the recording expects the client to close here, and it sent {quoted}"], []
         was = _comparable_message(self.part, expected.message)
         now = _comparable_message(self.part, sent)
         if was == now:
             return [], []
-        return body_diff(was, now)
+        # Masked before the diff, which cuts long values: a cut key would escape the mask.
+        lines, paths = body_diff(
+            masked_comparable(was, self.mask), masked_comparable(now, self.mask)
+        )
+        return lines or ["the frames differ only inside a secret, masked here"], paths
 
     def miss(
         self, sent: Message, expected: Frame | None, number: int, lines: list[str], paths: list[str]
@@ -82,7 +93,7 @@ class FrameMatcher:
         head = (
             f"client frame #{number} on the WebSocket {self.url} does not match the recording "
             f"in cassette {self.path} (record mode {self.record_mode!r})\n"
-            f"  sent: {self.mask(_shown(sent))}\n"
+            f"  sent: {shown(sent, self.mask)}\n"
         )
         if expected is None:
             body = (
@@ -92,7 +103,7 @@ class FrameMatcher:
         else:
             body = (
                 f"  expected (recorded at {expected.t:.1f} ms): "
-                f"{self.mask(_shown(expected.message))}\n"
+                f"{shown(expected.message, self.mask)}\n"
                 + "".join(f"    {self.mask(line)}\n" for line in lines)
             )
         hint = (

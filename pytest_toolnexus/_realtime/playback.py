@@ -17,7 +17,7 @@ from pytest_toolnexus._seam.duplex import DuplexClosed, Message
 from pytest_toolnexus._seam.errors import CassetteMissError
 from pytest_toolnexus._timing.clock import Clock
 
-from .expect import FrameMatcher
+from .expect import FrameMatcher, shown
 from .log import FrameLog
 from .script import HANDSHAKE, Script, ServerFrame
 
@@ -167,21 +167,13 @@ class Playback:
         if unsent:
             found.append(
                 f"{len(unsent)} recorded client frame(s) were never sent (the first: "
-                f"{self.matcher.mask(_brief(unsent[0].message))} at {unsent[0].t:.1f} ms)"
+                f"{shown(unsent[0].message, self.matcher.mask, 80)} at {unsent[0].t:.1f} ms)"
             )
         if unread:
             first = unread[0].frame
             assert first is not None
             found.append(
                 f"{len(unread)} recorded server frame(s) were never read (the first: "
-                f"{self.matcher.mask(_brief(first.message))} at {first.t:.1f} ms)"
+                f"{shown(first.message, self.matcher.mask, 80)} at {first.t:.1f} ms)"
             )
         return found
-
-
-def _brief(message: Message | None) -> str:
-    if message is None:
-        return "a close frame"
-    if isinstance(message, bytes):
-        return f"{len(message)} bytes of binary"
-    return message if len(message) <= 80 else message[:77] + "..."

@@ -30,6 +30,7 @@ __all__ = [
     "Comparable",
     "body_diff",
     "live_body",
+    "masked_comparable",
     "parse_body_path",
 ]
 
@@ -179,11 +180,12 @@ class BodyPart:
         if mask is not None:
             # Masked before the diff shortens anything: a shortened secret is no longer one the
             # mask would recognise.
-            was, now = _masked(was, mask), _masked(now, mask)
+            was, now = masked_comparable(was, mask), masked_comparable(now, mask)
         return body_diff(was, now)
 
 
-def _masked(comparable: Comparable, mask: Callable[[str], str]) -> Comparable:
+def masked_comparable(comparable: Comparable, mask: Callable[[str], str]) -> Comparable:
+    """``comparable`` with ``mask`` applied to every string in it (keys too)."""
     kind, value = comparable
     if kind == "raw" and isinstance(value, bytes):
         return kind, mask(value.decode("utf-8", "surrogateescape")).encode(
