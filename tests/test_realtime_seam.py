@@ -9,6 +9,7 @@ import time
 import anyio
 import pytest
 
+from pytest_toolnexus._patching import websockets as ws_patching
 from pytest_toolnexus._realtime import replay as replay_module
 from pytest_toolnexus._realtime.hub import realtime_of
 from pytest_toolnexus._seam.duplex import Accepted, DuplexClosed, Handshake
@@ -366,3 +367,27 @@ def test_a_dropped_connection_is_recorded_at_its_time_and_replayed(tmp_path):
             again.recv()
     assert (replayed.value.code, replayed.value.by) == (1006, "server")
     assert hub.connections[0].frames[-1].t == pytest.approx(response.error.t, abs=1e-3)
+
+
+def test_every_websocket_patch_comes_off_though_an_earlier_undo_raises(tmp_path, monkeypatch):
+    undone = []
+
+    def when_imported(name, install):
+        def undo():
+            undone.append(name)
+            if name == "aiohttp.client":  # the first to run: undos run last put on, first
+                raise RuntimeError("this undo failed")
+
+        return undo
+
+    monkeypatch.setattr(ws_patching, "when_imported", when_imported)
+    path = build(tmp_path / "undo.msgpack", CAUSAL)
+    with CassetteSession(path, on_unused="ignore") as session:
+        undo = ws_patching.patch_websockets(session)
+        with pytest.raises(RuntimeError, match="this undo failed"):
+            undo()
+    assert sorted(undone) == [
+        "aiohttp.client",
+        "websockets.asyncio.client",
+        "websockets.sync.client",
+    ]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any
 
 from pytest_toolnexus._realtime.hub import Realtime, SessionLike, realtime_of
@@ -128,17 +129,17 @@ def patch_websockets(session: SessionLike) -> Undo:
     """Serve the websockets clients through ``session`` until the undo runs; the undo also
     warns of the frames replayed connections left unsent or unread."""
     hub = realtime_of(session)
-    undos = [
-        when_imported("websockets.sync.client", lambda: _patch_sync(hub)),
-        when_imported("websockets.asyncio.client", lambda: _patch_async(hub)),
-        # Watched by its module, not "aiohttp", which the HTTP patch's watch already names.
-        when_imported("aiohttp.client", lambda: _patch_aiohttp(hub)),
-    ]
+    # Each undo runs however an earlier one failed (the stack re-raises once all have run),
+    # so no patch stays on for the rest of the process.
+    undos = ExitStack()
+    undos.callback(when_imported("websockets.sync.client", lambda: _patch_sync(hub)))
+    undos.callback(when_imported("websockets.asyncio.client", lambda: _patch_async(hub)))
+    # Watched by its module, not "aiohttp", which the HTTP patch's watch already names.
+    undos.callback(when_imported("aiohttp.client", lambda: _patch_aiohttp(hub)))
 
     def undo() -> None:
         try:
-            while undos:
-                undos.pop()()
+            undos.close()
         finally:
             left = hub.leftovers()
             if left:
