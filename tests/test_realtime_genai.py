@@ -21,7 +21,7 @@ import pytest
 import fake_live
 
 PORT = {port}
-fake_live.THINK = 0.5  # a recording of over 1 s, so a sleeping replay shows
+fake_live.THINK = 0.5  # a recording of over 1 s
 SERVER_TLS, CLIENT_TLS = fake_live.tls()
 
 
@@ -42,7 +42,6 @@ def live_options():
 TEST = """
 import os
 import socket
-import time
 
 import pytest
 from google import genai
@@ -50,6 +49,7 @@ from google.genai import types
 
 from pytest_toolnexus import NetworkBlockedError, load_cassette
 from pytest_toolnexus._realtime.hub import realtime_of
+from pytest_toolnexus._timing.virtual import VirtualClock
 
 REPLAY = bool(os.environ.get("LIVE_REPLAY"))
 
@@ -62,7 +62,6 @@ def said(text):
 @pytest.mark.cassette
 async def test_live(cassette, live_options):
     client = genai.Client(vertexai=True, http_options=live_options)
-    start = time.clock_gettime(time.CLOCK_MONOTONIC)
     text = ""
     async with client.aio.live.connect(
         model="gemini-live-2.5-flash", config={"response_modalities": ["TEXT"]}
@@ -80,7 +79,6 @@ async def test_live(cassette, live_options):
         await session.send_tool_response(function_responses=[answer])
         async for message in session.receive():
             text += message.text or ""
-    took = time.clock_gettime(time.CLOCK_MONOTONIC) - start
     assert text == "Hi there!It is sunny."
     (log,) = realtime_of(cassette).connections
     assert log.replayed == REPLAY
@@ -92,7 +90,9 @@ async def test_live(cassette, live_options):
     recorded = load_cassette(cassette.path).interactions[0].response.body.frames
     server_t = [f["t"] for f in recorded if f["from"] == "server"]
     assert [p.t for p in log.received] == server_t
-    assert took < server_t[-1] / 1000.0 / 2
+    # Waited on the virtual clock, which reached the last event's recorded offset.
+    assert isinstance(cassette.clock, VirtualClock)
+    assert cassette.elapsed >= server_t[-1] / 1000.0 - 1e-6
     print("EXACT", len(server_t))
 """
 
