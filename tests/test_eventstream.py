@@ -6,7 +6,7 @@ import zlib
 import msgpack
 import pytest
 from botocore.eventstream import EventStreamBuffer
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_toolnexus import CassetteFormatError, load_cassette
@@ -66,6 +66,11 @@ frames = st.builds(
 )
 
 
+# Judged on what they find, not how fast a busy machine generates the examples.
+UNHURRIED = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@UNHURRIED
 @given(frames)
 def test_decode_undoes_encode(frame):
     assert decode(encode(frame)) == frame
@@ -108,6 +113,7 @@ def test_any_flipped_bit_is_refused(frame, data):
         decode(bytes(wire))
 
 
+@UNHURRIED
 @given(st.lists(frames, min_size=1, max_size=4), st.data())
 def test_the_splitter_finds_the_same_frames_however_the_bytes_are_chunked(batch, data):
     wire = b"".join(encode(f) for f in batch)
