@@ -121,6 +121,14 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         help="list cassette files under the cassette folder that no test of this run used",
     )
     group.addoption(
+        "--cassette-report",
+        default=None,
+        metavar="PATH",
+        help="write a self-contained HTML report of the run's cassettes, with each request's "
+        "stream timeline, to PATH at the end of the run (the run's data as JSON for a PATH "
+        "ending in .json); docs/report.md",
+    )
+    group.addoption(
         "--conformance-findings",
         choices=("summary", "warn"),
         default="summary",
@@ -159,6 +167,9 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     )
     parser.addini(
         "cassette_max_age", "age after which a cassette is expired (e.g. 30d, 12h)", default=""
+    )
+    parser.addini(
+        "cassette_report", "write the cassette run report (HTML, or .json) to this path", default=""
     )
     parser.addini(
         "cassette_on_expired", "what an expired cassette does: warn, fail, rerecord", default="warn"
@@ -205,6 +216,12 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[RUN_ID] = uuid.uuid4().hex
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(config), "toolnexus-xdist")
+    target = config.getoption("cassette_report") or config.getini("cassette_report")
+    if target:
+        from ._plugin.run_report import REPORT, RunReport
+
+        config.stash[REPORT] = RunReport(config, target)
+        config.pluginmanager.register(config.stash[REPORT], "toolnexus-report")
 
 
 class _XdistHooks:

@@ -48,6 +48,7 @@ LAYERS: list[tuple[str, ...]] = [
         "_plugin.__init__",
         "_cli.__init__",
         "_realtime.__init__",
+        "_report.__init__",
     ),
     # 1: the provider dialects: they import nothing of the package, so that the seam's body
     # rules (a URL that asks for a stream) may ask them, as everything above does
@@ -74,8 +75,15 @@ LAYERS: list[tuple[str, ...]] = [
     # a file read one interaction at a time (for check)
     ("_store.cassette", "_store.recording", "_store.streamed"),
     # 10: on stored interactions alone: what record and replay tell whoever sent a request (the
-    # observer), reading what a model answered (views), and the parts of a match
-    ("_session.observer", "_answers.views", "_session.parts", "_session.body_part"),
+    # observer), reading what a model answered (views), the parts of a match, and a cassette's
+    # timeline as plain data (show --json and the run report read it)
+    (
+        "_session.observer",
+        "_answers.views",
+        "_session.parts",
+        "_session.body_part",
+        "_report.timeline",
+    ),
     # 11: record (and the parsing of a body as it arrives), replay, matching, and the checks a
     # loaded interaction passes before it plays
     (
@@ -91,8 +99,9 @@ LAYERS: list[tuple[str, ...]] = [
     # 13: the session, which composes them for one cassette: its request path and its life
     ("_session.*",),
     # 14: what builds on a session or on faults: the timing assertions, the builder of
-    # unrecorded answers (one module per provider) and the in-process model on it
-    ("_timing.expect", "_answers.build*", "_answers.model"),
+    # unrecorded answers (one module per provider), the in-process model on it, and the run
+    # report (a test's data read from its closed session, and the page drawn from it)
+    ("_timing.expect", "_answers.build*", "_answers.model", "_report.*"),
     # 14b: WebSocket sessions, recorded and replayed through a session's request path
     ("_realtime.*",),
     # 15: installing the bridges into the HTTP libraries, the pytest plugin's own modules, and

@@ -32,6 +32,8 @@ parser's default, which show.py is always given)."""
 _SHOW_EXAMPLES: Final = """examples:
   pytest-toolnexus show cassettes/tests/test_chat/test_stream.msgpack
   pytest-toolnexus show --width 60 cassettes/tests/test_chat/test_stream.msgpack
+  pytest-toolnexus show --json cassettes/tests/test_chat/test_stream.msgpack > timeline.json
+  pytest-toolnexus show --html stream.html cassettes/tests/test_chat/test_stream.msgpack
   git config diff.toolnexus.textconv "pytest-toolnexus show --no-path"
 """
 
@@ -101,6 +103,19 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="leave the file's path out of the first line (for a git textconv driver, which "
         "hands over a temporary file for the old side)",
+    )
+    show.add_argument(
+        "--json",
+        action="store_true",
+        help="print the timeline data (each interaction's recorded arrivals, headers, end and "
+        "error) as JSON in the schema of docs/report.md, instead of the text",
+    )
+    show.add_argument(
+        "--html",
+        type=Path,
+        default=None,
+        metavar="OUT",
+        help="write the cassette's timeline as a self-contained HTML page to OUT",
     )
     diff = commands.add_parser(
         "diff",
@@ -509,6 +524,10 @@ def _run(argv: Sequence[str] | None) -> int:
         from .check import check
 
         return check(args.paths, args.allow_secret, sys.stdout, sys.stderr)
+    if args.command == "show" and (args.json or args.html is not None):
+        from .show_timeline import show_timeline
+
+        return show_timeline(args.path, sys.stdout, sys.stderr, as_json=args.json, html=args.html)
     if args.command == "show":
         from .show import show
 

@@ -23,10 +23,12 @@ from pytest_toolnexus._seam.errors import expected_error
 from pytest_toolnexus._seam.transport import TransportRequest
 from pytest_toolnexus._session.session import CassetteSession
 from pytest_toolnexus._store.cassette import Cassette, Interaction, RecordedRequest
+from pytest_toolnexus._timing.clock import real_monotonic
 
 from .item_options import options_of
 from .policy import record_mode
 from .report import report, report_unserved, say_link_out
+from .run_report import note_test
 from .settings import CassetteOptions, default_cassette_path
 from .shared import ENDING, FAILED, RUN_ID, STATS, base_dir, shown
 
@@ -108,9 +110,12 @@ def serve(
     )
     say_link_out(config, session, where)
     started = False
+    began = real_monotonic()
 
     def report_at_end() -> None:
         if started:
+            wall = real_monotonic() - began
+            note_test(item, session, where, wall=wall, shared=options.name is not None)
             report(item, session, options, where)
 
     def keep_or_discard() -> None:
@@ -153,6 +158,7 @@ def serve(
             on_unserved="warn" if options.unserved == "warn" else "fail",
             unserved=unserved,
         )
+        began = real_monotonic()
         session.start(installation)
         started = True
         yield session

@@ -1,0 +1,240 @@
+"""The run report as one self-contained HTML file: the table of tests, each test's timelines
+(:mod:`.svg`), its misses with the nearest recording's diff, filters and a search box.
+
+Styles and the script are inline and nothing is loaded from the network, so the file opens
+from a CI artifact as it is. The input is the run document of docs/report.md, already masked
+(:func:`~pytest_toolnexus._report.timeline.dumps`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from html import escape
+from typing import Any, Final
+
+from pytest_toolnexus._version import __version__
+
+from .svg import timeline_svg
+
+__all__ = ["FAILED_OUTCOMES", "cassette_page", "run_page", "test_anchor"]
+
+FAILED_OUTCOMES: Final = ("failed", "error")
+
+_STYLE: Final = """
+:root{--ok:#1a7f37;--bad:#cf222e;--dim:#6e7781;--rec:#0969da;--del:#8250df;font:14px/1.4
+system-ui,-apple-system,"Segoe UI",sans-serif;color:#1f2328;background:#fff}
+body{margin:1.5em auto;max-width:1200px;padding:0 1em}
+h1{font-size:1.4em;margin:0 0 .3em}h2{font-size:1.1em;margin:1.5em 0 .4em}
+.sub{color:var(--dim)}
+.bar{position:sticky;top:0;background:#fff;padding:.5em 0;border-bottom:1px solid #d0d7de;
+display:flex;gap:1em;align-items:center;flex-wrap:wrap;z-index:1}
+.bar input[type=search]{flex:1;min-width:14em;padding:.3em .5em}
+table{border-collapse:collapse;width:100%;margin-top:.6em}
+th,td{border-bottom:1px solid #d0d7de;padding:.25em .45em;text-align:left;vertical-align:top}
+th{background:#f6f8fa;position:sticky;top:2.6em}td.n{text-align:right}
+.o-passed,.o-xfailed{color:var(--ok)}.o-failed,.o-error,.o-xpassed{color:var(--bad);font-weight:600}
+.o-skipped{color:var(--dim)}
+section.test{border-top:1px solid #d0d7de;padding:.4em 0;content-visibility:auto;
+contain-intrinsic-size:auto 220px}
+section.test h3{font-size:1em;margin:.3em 0;word-break:break-all}
+pre{background:#f6f8fa;padding:.6em;overflow:auto;max-height:24em;white-space:pre-wrap}
+.miss{border-left:3px solid var(--bad);padding-left:.6em}
+svg.timeline{display:block;max-width:100%;height:auto;font:10px sans-serif}
+svg .tick{stroke:#eaeef2}svg text{fill:var(--dim)}svg .span{stroke:#8c959f}
+svg .sent{fill:#1f2328}svg .rec{fill:#fff;stroke:var(--rec);stroke-width:1.5}
+svg .del{fill:var(--del)}svg .hdr{stroke:var(--ok);stroke-width:2}
+svg .end{stroke:#1f2328;stroke-width:2}svg .err{stroke:var(--bad);stroke-width:2.5}
+svg .sleep{fill:#fff8c5;stroke:#9a6700}
+.legend span{margin-right:1em}.legend i{display:inline-block;width:.8em;height:.8em;
+margin-right:.3em;vertical-align:middle}
+ul.reqs{margin:.2em 0;padding-left:1.2em;word-break:break-all}
+[hidden]{display:none!important}
+"""
+
+_SCRIPT: Final = """
+(function () {
+  "use strict";
+  var search = document.getElementById("search");
+  var boxes = ["failed", "missed", "recorded"].map(function (name) {
+    return document.getElementById("only-" + name);
+  });
+  var rows = Array.prototype.slice.call(document.querySelectorAll("tr.test"));
+  var shown = document.getElementById("shown");
+  function apply() {
+    var words = search.value.toLowerCase().split(/\\s+/).filter(Boolean);
+    var count = 0;
+    rows.forEach(function (row) {
+      var keep = boxes.every(function (box) {
+        return !box.checked || row.getAttribute("data-" + box.id.slice(5)) === "1";
+      }) && words.every(function (word) {
+        return row.getAttribute("data-search").indexOf(word) !== -1;
+      });
+      row.hidden = !keep;
+      var section = document.getElementById(row.getAttribute("data-for"));
+      if (section) { section.hidden = !keep; }
+      if (keep) { count += 1; }
+    });
+    shown.textContent = String(count);
+  }
+  search.addEventListener("input", apply);
+  boxes.forEach(function (box) { box.addEventListener("change", apply); });
+  apply();
+})();
+"""
+
+_LEGEND: Final = (
+    '<p class="legend">'
+    '<span><i style="border:1.5px solid var(--rec);border-radius:50%"></i>recorded arrival'
+    '</span><span><i style="background:var(--del)"></i>delivered to the client</span>'
+    '<span><i style="background:var(--ok);width:.2em"></i>headers</span>'
+    '<span><i style="background:#1f2328;width:.2em"></i>end</span>'
+    '<span><i style="color:var(--bad)">✕</i>error</span>'
+    '<span><i style="background:#fff8c5;border:1px solid #9a6700"></i>sleep</span></p>'
+)
+
+
+def test_anchor(number: int) -> str:
+    """The id of the ``number``-th test's section, for links (pytest-html's extra)."""
+    return f"t{number}"
+
+
+def _ms(value: float) -> str:
+    return f"{value / 1000:.3f} s" if value >= 1000 else f"{value:.1f} ms"
+
+
+def _flags(test: Mapping[str, Any]) -> dict[str, bool]:
+    return {
+        "failed": test.get("outcome") in FAILED_OUTCOMES,
+        "missed": bool(test["misses"]),
+        "recorded": test["recorded"] > 0 or test["written"],
+    }
+
+
+def _row(number: int, test: Mapping[str, Any]) -> str:
+    flags = _flags(test)
+    words = " ".join(
+        [test["nodeid"], test["cassette"], *(f"{r['method']} {r['url']}" for r in test["requests"])]
+    ).lower()
+    data = "".join(f' data-{name}="{int(value)}"' for name, value in flags.items())
+    outcome = test.get("outcome", "?")
+    saved = _ms(test["saved_ms"]) if test["timing"] == "virtual" else f"({test['timing']})"
+    cells = [
+        f'<td class="o-{escape(outcome)}">{escape(outcome)}</td>',
+        f'<td><a href="#{test_anchor(number)}">{escape(test["nodeid"])}</a></td>',
+        f"<td>{escape(test['cassette'])}</td>",
+        f"<td>{escape(test['record_mode'])}</td>",
+        f'<td class="n">{test["replayed"]}</td>',
+        f'<td class="n">{test["recorded"]}</td>',
+        f"<td>{'yes' if test['written'] else ''}</td>",
+        f'<td class="n">{len(test["misses"])}</td>',
+        f'<td class="n">{len(test["unused"])}</td>',
+        f'<td class="n">{test["faults"]}</td>',
+        f'<td class="n">{len(test["sleeps"])}</td>',
+        f'<td class="n">{saved}</td>',
+    ]
+    return (
+        f'<tr class="test" data-for="{test_anchor(number)}" '
+        f'data-search="{escape(words)}"{data}>{"".join(cells)}</tr>'
+    )
+
+
+def _section(number: int, test: Mapping[str, Any]) -> str:
+    outcome = test.get("outcome", "?")
+    parts = [
+        f'<section class="test" id="{test_anchor(number)}">',
+        f'<h3><span class="o-{escape(outcome)}">{escape(outcome)}</span> '
+        f"{escape(test['nodeid'])}</h3>",
+        f'<p class="sub">{escape(test["cassette"])} · record mode {escape(test["record_mode"])}'
+        f" · timing {escape(test['timing'])} · clock {_ms(test['clock_ms'])} in "
+        f"{_ms(test['wall_ms'])} of wall time</p>",
+    ]
+    for miss in test["misses"]:
+        parts.append(f'<div class="miss"><b>miss</b><pre>{escape(miss)}</pre></div>')
+    for damage in test.get("damaged", []):
+        parts.append(f'<div class="miss"><b>damaged</b><pre>{escape(damage)}</pre></div>')
+    left = [*test["unused"], *test.get("unread", [])]
+    if left:
+        listed = "".join(f"<li>{escape(entry)}</li>" for entry in left)
+        parts.append(f'<p>left over:</p><ul class="reqs">{listed}</ul>')
+    if test["requests"] or test["sleeps"]:
+        parts.append(timeline_svg(test["requests"], test["sleeps"]))
+        listed = "".join(
+            f"<li>{escape(r['method'])} {escape(r['url'])} → "
+            f"{escape(str(r.get('answered') or r.get('status') or '-'))}"
+            f"{' · ' + escape('; '.join(r['faults'])) if r.get('faults') else ''}</li>"
+            for r in test["requests"]
+        )
+        parts.append(f'<ol class="reqs">{listed}</ol>')
+    else:
+        parts.append('<p class="sub">no request was sent</p>')
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _document(title: str, body: Sequence[str]) -> str:
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
+        f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>"
+        + "".join(body)
+        + "</body></html>\n"
+    )
+
+
+def run_page(run: Mapping[str, Any]) -> str:
+    """The HTML report of a run document (``schema: pytest-toolnexus/run``)."""
+    tests = list(run["tests"])
+    failed = sum(1 for t in tests if t.get("outcome") in FAILED_OUTCOMES)
+    missed = sum(1 for t in tests if t["misses"])
+    head = (
+        "<tr><th>outcome</th><th>test</th><th>cassette</th><th>record mode</th>"
+        "<th>replayed</th><th>recorded</th><th>written</th><th>misses</th><th>unused</th>"
+        "<th>faults</th><th>sleeps</th><th>clock saved</th></tr>"
+    )
+    body = [
+        "<h1>pytest-toolnexus run report</h1>",
+        f'<p class="sub">{len(tests)} test(s) with a cassette, {failed} failed, {missed} with '
+        f"a miss · {escape(str(run.get('created', '')))} · pytest-toolnexus "
+        f"{escape(__version__)}</p>",
+        '<div class="bar"><input type="search" id="search" placeholder="search tests, '
+        'cassettes, URLs" aria-label="search">'
+        '<label><input type="checkbox" id="only-failed"> failed</label>'
+        '<label><input type="checkbox" id="only-missed"> missed</label>'
+        '<label><input type="checkbox" id="only-recorded"> recorded</label>'
+        f'<span class="sub"><span id="shown">{len(tests)}</span> shown</span></div>',
+        f"<table><thead>{head}</thead><tbody>",
+        *(_row(number, test) for number, test in enumerate(tests)),
+        "</tbody></table>",
+        "<h2>Timelines</h2>",
+        _LEGEND,
+        *(_section(number, test) for number, test in enumerate(tests)),
+        f"<script>{_SCRIPT}</script>",
+    ]
+    return _document("pytest-toolnexus run report", body)
+
+
+def cassette_page(timeline: Mapping[str, Any]) -> str:
+    """The HTML page of one cassette's timeline (``schema: pytest-toolnexus/cassette-timeline``):
+    its recorded interactions, each on its own lane from the moment it was sent."""
+    interactions = list(timeline["interactions"])
+    requests = [{**i, "sent_at": 0.0} for i in interactions]
+    body = [
+        f"<h1>cassette {escape(timeline['cassette'])}</h1>",
+        "".join(
+            f'<p class="sub">{escape(str(key))}: {escape(str(value))}</p>'
+            for key, value in timeline["meta"].items()
+        ),
+        _LEGEND,
+        '<section class="test" id="t0">',
+        timeline_svg(requests, []) if requests else '<p class="sub">no interaction</p>',
+        '<ol class="reqs" start="0">',
+        *(
+            f"<li>{escape(i['method'])} {escape(i['url'])} → {escape(str(i['status'] or '-'))}"
+            f" · {len(i['pieces'])} piece(s)</li>"
+            for i in interactions
+        ),
+        "</ol></section>",
+    ]
+    return _document(f"cassette {timeline['cassette']}", body)
