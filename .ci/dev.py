@@ -344,6 +344,29 @@ def _chosen_versions(rest: list[str]) -> tuple[list[tuple[int, int]], bool, list
     return sorted(versions), False, others
 
 
+def ensure_chromium() -> None:
+    """Install Debian's chromium for the report's browser tests (tests/support/browser.py)
+    where it is missing and this machine can: as root, with apt-get. Quiet, and never fatal:
+    without it those tests skip and say why."""
+    if shutil.which("chromium") or not shutil.which("apt-get"):
+        return
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        print("+ chromium is missing (not root: the report's browser tests skip)", flush=True)
+        return
+    print("+ apt-get install chromium (the report's browser tests)", flush=True)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+
+    def quietly(*argv: str) -> int:
+        done = subprocess.run(
+            argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, check=False
+        )
+        return done.returncode
+
+    install = ("apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium")
+    if quietly(*install) != 0 and (quietly("apt-get", "update", "-qq") or quietly(*install)):
+        print("+ chromium could not be installed: the report's browser tests skip", flush=True)
+
+
 def test(rest: list[str]) -> None:
     """Lint, types and the pytest-vcr check once; then the suite on each interpreter chosen,
     all of them even after one fails; then one line per interpreter. Exits non-zero when any
@@ -355,6 +378,7 @@ def test(rest: list[str]) -> None:
         PY, "-m", "ruff", "format", "--check", "pytest_toolnexus", "tests", "examples", "benchmarks"
     )
     _run(PY, "-m", "mypy")
+    ensure_chromium()
     vcr_python = ensure_env("", VCR_VENV, "pytest-vcr>=1.0")
     _run(vcr_python, "-m", "pytest", "-c", "tests/coexistence/pytest.ini", "tests/coexistence")
     results: list[str] = []

@@ -124,7 +124,11 @@ def test_a_replayed_stream_shows_recorded_arrivals_against_deliveries(run_docume
     _, tests = run_document
     stream = tests["test_stream"]
 
-    assert (stream["record_mode"], stream["timing"]) == ("none", "virtual")
+    assert (stream["record_mode"], stream["timing"], stream["clock"]) == (
+        "none",
+        "virtual",
+        "virtual",
+    )
     assert (stream["replayed"], stream["recorded"], stream["written"]) == (1, 0, False)
     (request,) = stream["requests"]
     assert (request["method"], request["url"], request["answered"]) == ("POST", URL, 200)
@@ -172,7 +176,12 @@ def test_a_recording_test_is_counted_as_recorded_and_written(run_document):
     _, tests = run_document
     recorded = tests["test_recorded"]
 
-    assert recorded["record_mode"] == "once"
+    assert (recorded["record_mode"], recorded["timing"], recorded["clock"]) == (
+        "once",
+        "virtual",
+        "real",
+    )
+    assert recorded["saved_ms"] == 0.0
     assert (recorded["replayed"], recorded["recorded"], recorded["written"]) == (0, 1, True)
     (request,) = recorded["requests"]
     assert request["replayed"] is False

@@ -31,7 +31,8 @@ display:flex;gap:1em;align-items:center;flex-wrap:wrap;z-index:1}
 .bar input[type=search]{flex:1;min-width:14em;padding:.3em .5em}
 table{border-collapse:collapse;width:100%;margin-top:.6em}
 th,td{border-bottom:1px solid #d0d7de;padding:.25em .45em;text-align:left;vertical-align:top}
-th{background:#f6f8fa;position:sticky;top:2.6em}td.n{text-align:right}
+th{background:#f6f8fa;position:sticky;top:2.6em;font-weight:600}td.n{text-align:right}
+td.p{word-break:break-all}
 .o-passed,.o-xfailed{color:var(--ok)}.o-failed,.o-error,.o-xpassed{color:var(--bad);font-weight:600}
 .o-skipped{color:var(--dim)}
 section.test{border-top:1px solid #d0d7de;padding:.4em 0;content-visibility:auto;
@@ -117,11 +118,11 @@ def _row(number: int, test: Mapping[str, Any]) -> str:
     ).lower()
     data = "".join(f' data-{name}="{int(value)}"' for name, value in flags.items())
     outcome = test.get("outcome", "?")
-    saved = _ms(test["saved_ms"]) if test["timing"] == "virtual" else f"({test['timing']})"
+    saved = _ms(test["saved_ms"]) if test["clock"] == "virtual" else f"({test['clock']} clock)"
     cells = [
         f'<td class="o-{escape(outcome)}">{escape(outcome)}</td>',
-        f'<td><a href="#{test_anchor(number)}">{escape(test["nodeid"])}</a></td>',
-        f"<td>{escape(test['cassette'])}</td>",
+        f'<td class="p"><a href="#{test_anchor(number)}">{escape(test["nodeid"])}</a></td>',
+        f'<td class="p">{escape(test["cassette"])}</td>',
         f"<td>{escape(test['record_mode'])}</td>",
         f'<td class="n">{test["replayed"]}</td>',
         f'<td class="n">{test["recorded"]}</td>',
@@ -138,6 +139,25 @@ def _row(number: int, test: Mapping[str, Any]) -> str:
     )
 
 
+def _headers(request: Mapping[str, Any]) -> str:
+    if not request.get("headers"):
+        return ""
+    lines = "\n".join(f"{name}: {value}" for name, value in request["headers"])
+    return f"<details><summary>headers</summary><pre>{escape(lines)}</pre></details>"
+
+
+def _request_item(request: Mapping[str, Any]) -> str:
+    """One request under its timeline: method, URL, the status the client got, the faults
+    applied, and the response headers (folded)."""
+    status = request.get("answered") or request.get("status") or "-"
+    faults = " · " + "; ".join(request["faults"]) if request.get("faults") else ""
+    pieces = f" · {len(request['pieces'])} piece(s)"
+    return (
+        f"<li>{escape(request['method'])} {escape(request['url'])} → {escape(str(status))}"
+        f"{pieces}{escape(faults)}{_headers(request)}</li>"
+    )
+
+
 def _section(number: int, test: Mapping[str, Any]) -> str:
     outcome = test.get("outcome", "?")
     parts = [
@@ -145,7 +165,8 @@ def _section(number: int, test: Mapping[str, Any]) -> str:
         f'<h3><span class="o-{escape(outcome)}">{escape(outcome)}</span> '
         f"{escape(test['nodeid'])}</h3>",
         f'<p class="sub">{escape(test["cassette"])} · record mode {escape(test["record_mode"])}'
-        f" · timing {escape(test['timing'])} · clock {_ms(test['clock_ms'])} in "
+        f" · timing {escape(test['timing'])} · {escape(test['clock'])} clock read "
+        f"{_ms(test['clock_ms'])} in "
         f"{_ms(test['wall_ms'])} of wall time</p>",
     ]
     for miss in test["misses"]:
@@ -158,12 +179,7 @@ def _section(number: int, test: Mapping[str, Any]) -> str:
         parts.append(f'<p>left over:</p><ul class="reqs">{listed}</ul>')
     if test["requests"] or test["sleeps"]:
         parts.append(timeline_svg(test["requests"], test["sleeps"]))
-        listed = "".join(
-            f"<li>{escape(r['method'])} {escape(r['url'])} → "
-            f"{escape(str(r.get('answered') or r.get('status') or '-'))}"
-            f"{' · ' + escape('; '.join(r['faults'])) if r.get('faults') else ''}</li>"
-            for r in test["requests"]
-        )
+        listed = "".join(_request_item(r) for r in test["requests"])
         parts.append(f'<ol class="reqs">{listed}</ol>')
     else:
         parts.append('<p class="sub">no request was sent</p>')
@@ -189,9 +205,11 @@ def run_page(run: Mapping[str, Any]) -> str:
     failed = sum(1 for t in tests if t.get("outcome") in FAILED_OUTCOMES)
     missed = sum(1 for t in tests if t["misses"])
     head = (
-        "<tr><th>outcome</th><th>test</th><th>cassette</th><th>record mode</th>"
-        "<th>replayed</th><th>recorded</th><th>written</th><th>misses</th><th>unused</th>"
-        "<th>faults</th><th>sleeps</th><th>clock saved</th></tr>"
+        "<tr><th>outcome</th><th>test</th><th>cassette</th><th>mode</th>"
+        '<th title="responses replayed">replayed</th><th title="interactions recorded">'
+        'recorded</th><th title="the cassette was written">written</th><th>misses</th>'
+        '<th title="interactions no request played">unused</th><th title="faults applied">'
+        'faults</th><th>sleeps</th><th title="clock time less wall time">saved</th></tr>'
     )
     body = [
         "<h1>pytest-toolnexus run report</h1>",
@@ -228,13 +246,10 @@ def cassette_page(timeline: Mapping[str, Any]) -> str:
         ),
         _LEGEND,
         '<section class="test" id="t0">',
+        f"<h3>{len(interactions)} interaction(s), each from when its request was sent</h3>",
         timeline_svg(requests, []) if requests else '<p class="sub">no interaction</p>',
         '<ol class="reqs" start="0">',
-        *(
-            f"<li>{escape(i['method'])} {escape(i['url'])} → {escape(str(i['status'] or '-'))}"
-            f" · {len(i['pieces'])} piece(s)</li>"
-            for i in interactions
-        ),
+        *(_request_item(i) for i in interactions),
         "</ol></section>",
     ]
     return _document(f"cassette {timeline['cassette']}", body)

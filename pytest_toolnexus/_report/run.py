@@ -14,6 +14,8 @@ from typing import Any
 from pytest_toolnexus._session.sent import SentRequest
 from pytest_toolnexus._session.session import CassetteSession
 from pytest_toolnexus._store.cassette import Interaction
+from pytest_toolnexus._timing.clock import InstantClock
+from pytest_toolnexus._timing.virtual import VirtualClock
 
 from .timeline import interaction_timeline
 
@@ -76,12 +78,20 @@ def run_entry(
         )
         requests.append(request_timeline(sent, answered))
     left = session.leftovers(unused=not shared and session.record_mode != "all")
+    clock = (
+        "virtual"
+        if isinstance(session.clock, VirtualClock)
+        else "instant"
+        if isinstance(session.clock, InstantClock)
+        else "real"
+    )
     clock_ms = _ms(session.elapsed)
     wall_ms = _ms(wall)
     return {
         "cassette": cassette,
         "record_mode": session.record_mode,
         "timing": session.timing,
+        "clock": clock,
         "replayed": sum(1 for r in session.requests if r.replayed),
         "recorded": len(session.recorded),
         "written": session.written,
@@ -95,6 +105,6 @@ def run_entry(
         ],
         "clock_ms": clock_ms,
         "wall_ms": wall_ms,
-        "saved_ms": round(max(clock_ms - wall_ms, 0.0), 3) if session.timing == "virtual" else 0.0,
+        "saved_ms": round(max(clock_ms - wall_ms, 0.0), 3) if clock == "virtual" else 0.0,
         "requests": requests,
     }

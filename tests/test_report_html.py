@@ -1,0 +1,192 @@
+"""The HTML run report as a person sees it: a pytester project runs with
+``--cassette-report=report.html`` (and under xdist), and headless Chromium opens the file: the
+expected tests are in its table, each timeline has as many marks as the cassettes' pieces and
+the deliveries the tests made, the filters and the search box work, the console is clean and
+nothing is fetched from the network. ``show --html`` draws one cassette the same way."""
+
+import re
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_toolnexus import Cassette
+from tests.support.browser import launched, open_page
+from tests.support.report_project import FAKE_KEY, make_project, stream_interaction, too_many
+
+ROOT = Path(__file__).resolve().parent.parent
+NAMES = ["test_stream", "test_retry_then_stream", "test_miss", "test_recorded"]
+# Per test, per lane: recorded pieces, deliveries, header ticks, end bars (tests/support/
+# report_project.py: a three-event stream; a 429 read whole, then that stream; a miss, which
+# answers nothing; one JSON answer recorded from the emulator).
+STREAM = {"rec": 3, "del": 3, "hdr": 1, "end": 1, "err": 0}
+WHOLE = {"rec": 1, "del": 1, "hdr": 1, "end": 1, "err": 0}
+MARKS = {
+    "test_stream": [STREAM],
+    "test_retry_then_stream": [WHOLE, STREAM],
+    "test_miss": [],
+    "test_recorded": [WHOLE],
+}
+
+COUNT_MARKS = """() => Array.from(document.querySelectorAll("section.test")).map((section) => ({
+  name: section.querySelector("h3").textContent.split("::").pop(),
+  lanes: Array.from(section.querySelectorAll("g.lane:not(.sleeps)")).map((lane) => {
+    const counts = {};
+    for (const kind of ["rec", "del", "hdr", "end", "err"]) {
+      counts[kind] = lane.querySelectorAll(".mark." + kind).length;
+    }
+    return counts;
+  }),
+  sleeps: section.querySelectorAll(".mark.sleep").length,
+}))"""
+
+VISIBLE_ROWS = """() => Array.from(document.querySelectorAll("tr.test"))
+  .filter((row) => !row.hidden && row.offsetParent !== null)
+  .map((row) => row.querySelector("a").textContent.split("::").pop())"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium, or a skip naming what is missing."""
+    yield from launched()
+
+
+@pytest.fixture
+def report(pytester, emulator):
+    make_project(pytester.path)
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "--cassette-report=report.html")
+    result.assert_outcomes(passed=3, failed=1)
+    return pytester.path / "report.html"
+
+
+def png_size(path):
+    header = path.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", header[16:24])
+
+
+def test_chromium_shows_every_test_with_its_timeline_marks(report, browser, tmp_path):
+    opened = open_page(browser, report)
+    page = opened.page
+
+    rows = page.evaluate(VISIBLE_ROWS)
+    assert rows == NAMES
+    outcomes = page.eval_on_selector_all(
+        "tr.test td:first-child", "cells => cells.map(c => c.textContent)"
+    )
+    assert outcomes == ["passed", "passed", "failed", "passed"]
+    drawn = {entry["name"]: entry for entry in page.evaluate(COUNT_MARKS)}
+    assert {name: entry["lanes"] for name, entry in drawn.items()} == MARKS
+    assert {name: entry["sleeps"] for name, entry in drawn.items()} == {
+        "test_stream": 0,
+        "test_retry_then_stream": 1,
+        "test_miss": 0,
+        "test_recorded": 0,
+    }
+    miss = page.inner_text("#t2 .miss pre")
+    assert "root['q']: recorded 'hello', sent 'something else entirely'" in miss
+
+    assert [m for m in opened.console if m[0] in ("error", "warning")] == []
+    assert opened.errors == []
+    assert opened.requests == []
+
+    shot = tmp_path / "report.png"
+    page.screenshot(path=str(shot), full_page=True)
+    width, height = png_size(shot)
+    assert width == 1200
+    assert height > 900  # the table and four timelines do not fit one screen
+    assert shot.stat().st_size > 30_000  # drawn, not a blank page
+
+
+def test_the_filters_and_the_search_box_narrow_the_tests(report, browser):
+    page = open_page(browser, report).page
+
+    page.check("#only-failed")
+    assert page.evaluate(VISIBLE_ROWS) == ["test_miss"]
+    assert page.is_hidden("#t0")
+    assert page.is_visible("#t2")
+    page.uncheck("#only-failed")
+    page.check("#only-missed")
+    assert page.evaluate(VISIBLE_ROWS) == ["test_miss"]
+    page.uncheck("#only-missed")
+    page.check("#only-recorded")
+    assert page.evaluate(VISIBLE_ROWS) == ["test_recorded"]
+    page.uncheck("#only-recorded")
+    page.fill("#search", "RETRY")
+    assert page.evaluate(VISIBLE_ROWS) == ["test_retry_then_stream"]
+    assert page.inner_text("#shown") == "1"
+    page.fill("#search", "example.invalid stream")
+    assert page.evaluate(VISIBLE_ROWS) == ["test_stream", "test_retry_then_stream"]
+    page.fill("#search", "")
+    assert page.evaluate(VISIBLE_ROWS) == NAMES
+
+
+def test_the_report_is_one_file_that_loads_nothing_and_masks_secrets(report):
+    text = report.read_text()
+
+    assert FAKE_KEY not in text
+    assert "[secret]" in text
+    assert re.findall(r"<(?:script|img|iframe)[^>]*\ssrc=", text) == []
+    assert re.findall(r"<link\b", text) == []
+    assert "@import" not in text
+    assert "url(" not in text
+    assert re.findall(r'href="(?!#)', text) == []
+    assert text.count('<tr class="test"') == 4
+
+
+def test_an_xdist_run_writes_one_report_with_every_workers_tests(pytester, emulator):
+    make_project(pytester.path)
+
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "-n", "2", "--cassette-report=report.html"
+    )
+
+    result.assert_outcomes(passed=3, failed=1)
+    text = (pytester.path / "report.html").read_text()
+    rows = re.findall(r'<tr class="test".*?<a href="#t\d+">test_app.py::(\w+)</a>', text)
+    assert sorted(rows) == sorted(NAMES)
+    sections = re.split(r'<section class="test"', text)[1:]
+    for section in sections:
+        name = re.search(r"test_app.py::(\w+)</h3>", section).group(1)
+        lanes = re.findall(r'<g class="lane" (.*?)</g>', section)
+        counted = [
+            {
+                kind: lane.count(f'class="mark {kind}"')
+                for kind in ("rec", "del", "hdr", "end", "err")
+            }
+            for lane in lanes
+        ]
+        assert counted == MARKS[name], name
+    # Each worker gathered its own: the controller wrote one file, and no worker wrote one.
+    assert sorted(p.name for p in pytester.path.glob("*.html")) == ["report.html"]
+
+
+def test_show_html_draws_one_cassette(tmp_path, browser):
+    path = tmp_path / "retry.msgpack"
+    Cassette(path, [too_many(), stream_interaction()], {"source": "a test"}).save(
+        unsafe_verbatim=True
+    )
+    out = tmp_path / "page" / "retry.html"
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_toolnexus", "show", "--html", str(out), str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert done.stderr == f"wrote {out}\n"
+    assert FAKE_KEY not in out.read_text()
+    opened = open_page(browser, out)
+    lanes = opened.page.evaluate(COUNT_MARKS)[0]["lanes"]
+    assert lanes == [WHOLE | {"del": 0}, STREAM | {"del": 0}]
+    assert "source: a test" in opened.page.inner_text("body")
+    assert opened.errors == []
+    assert opened.requests == []
+    assert [m for m in opened.console if m[0] == "error"] == []
