@@ -18,6 +18,7 @@ from tests.support.report_project import (
     URL,
     make_project,
     stream_interaction,
+    timed_out,
     too_many,
 )
 
@@ -38,7 +39,7 @@ def cli(*args):
 
 def test_show_json_gives_each_interactions_recorded_arrivals(tmp_path):
     path = tmp_path / "retry.msgpack"
-    Cassette(path, [too_many(), stream_interaction()], {"source": "a test"}).save(
+    Cassette(path, [too_many(), stream_interaction(), timed_out()], {"source": "a test"}).save(
         unsafe_verbatim=True
     )
 
@@ -50,7 +51,7 @@ def test_show_json_gives_each_interactions_recorded_arrivals(tmp_path):
     assert document["version"] == 1
     assert document["cassette"] == str(path)
     assert document["meta"] == {"source": "a test"}
-    first, second = document["interactions"]
+    first, second, third = document["interactions"]
     assert (first["position"], first["status"], first["kind"]) == (0, 429, "json")
     assert first["pieces"] == [{"t": 40.0, "label": "json body"}]
     assert ["retry-after", "1"] in first["headers"]
@@ -68,6 +69,8 @@ def test_show_json_gives_each_interactions_recorded_arrivals(tmp_path):
         "[DONE]",
     ]
     assert second["error"] is None
+    assert (third["status"], third["kind"], third["pieces"]) == (None, None, [])
+    assert third["error"] == {"kind": "ConnectTimeout", "message": "timed out", "t": 5000.0}
 
 
 def test_show_json_masks_a_secret_the_cassette_holds(tmp_path):
@@ -188,3 +191,25 @@ def test_a_recording_test_is_counted_as_recorded_and_written(run_document):
     assert request["answered"] == 200
     assert len(request["pieces"]) == 1
     assert len(request["delivered"]) == 1
+
+
+def test_the_ini_key_writes_the_report_where_it_says(pytester, emulator):
+    make_project(pytester.path)
+    pytester.makeini("[pytest]\ncassette_report = reports/run.json\n")
+
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-k", "test_stream")
+
+    result.assert_outcomes(passed=1, deselected=3)
+    (test,) = json.loads((pytester.path / "reports" / "run.json").read_text())["tests"]
+    assert test["nodeid"] == "test_app.py::test_stream"
+    assert test["outcome"] == "passed"
+
+
+def test_no_report_is_written_unless_asked_for(pytester, emulator):
+    make_project(pytester.path)
+
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-k", "test_stream")
+
+    result.assert_outcomes(passed=1, deselected=3)
+    assert "cassette report" not in result.stdout.str()
+    assert [*pytester.path.rglob("*.html"), *pytester.path.rglob("*.json")] == []

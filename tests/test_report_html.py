@@ -14,7 +14,13 @@ import pytest
 
 from pytest_toolnexus import Cassette
 from tests.support.browser import launched, open_page
-from tests.support.report_project import FAKE_KEY, make_project, stream_interaction, too_many
+from tests.support.report_project import (
+    FAKE_KEY,
+    make_project,
+    stream_interaction,
+    timed_out,
+    too_many,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = ["test_stream", "test_retry_then_stream", "test_miss", "test_recorded"]
@@ -165,7 +171,7 @@ def test_an_xdist_run_writes_one_report_with_every_workers_tests(pytester, emula
 
 def test_show_html_draws_one_cassette(tmp_path, browser):
     path = tmp_path / "retry.msgpack"
-    Cassette(path, [too_many(), stream_interaction()], {"source": "a test"}).save(
+    Cassette(path, [too_many(), stream_interaction(), timed_out()], {"source": "a test"}).save(
         unsafe_verbatim=True
     )
     out = tmp_path / "page" / "retry.html"
@@ -185,7 +191,13 @@ def test_show_html_draws_one_cassette(tmp_path, browser):
     assert FAKE_KEY not in out.read_text()
     opened = open_page(browser, out)
     lanes = opened.page.evaluate(COUNT_MARKS)[0]["lanes"]
-    assert lanes == [WHOLE | {"del": 0}, STREAM | {"del": 0}]
+    # Nothing was delivered: a cassette alone has only its recorded times.
+    assert lanes == [
+        WHOLE | {"del": 0},
+        STREAM | {"del": 0},
+        {"rec": 0, "del": 0, "hdr": 0, "end": 0, "err": 1},
+    ]
+    assert "ConnectTimeout at 5,000.0 ms: timed out" in opened.page.inner_html("#t0")
     assert "source: a test" in opened.page.inner_text("body")
     assert opened.errors == []
     assert opened.requests == []

@@ -10,6 +10,7 @@ from pytest_toolnexus import (
     Cassette,
     Headers,
     Interaction,
+    RecordedError,
     RecordedRequest,
     RecordedResponse,
 )
@@ -106,6 +107,13 @@ def too_many() -> Interaction:
             t_headers=30.0,
             t_end=40.0,
         ),
+    )
+
+
+def timed_out() -> Interaction:
+    """A request whose connection timed out after 5 s: no response, an error at its time."""
+    return Interaction(
+        _request("hello"), error=RecordedError("ConnectTimeout", "timed out", 5000.0)
     )
 
 
