@@ -31,7 +31,8 @@ display:flex;gap:1em;align-items:center;flex-wrap:wrap;z-index:1}
 .bar input[type=search]{flex:1;min-width:14em;padding:.3em .5em}
 table{border-collapse:collapse;width:100%;margin-top:.6em}
 th,td{border-bottom:1px solid #d0d7de;padding:.25em .45em;text-align:left;vertical-align:top}
-th{background:#f6f8fa;position:sticky;top:2.6em;font-weight:600}td.n{text-align:right}
+th{background:#f6f8fa;position:sticky;top:2.6em;font-weight:600}
+tr.test td:nth-child(n+5){text-align:right}
 td.p{word-break:break-all}
 .o-passed,.o-xfailed{color:var(--ok)}.o-failed,.o-error,.o-xpassed{color:var(--bad);font-weight:600}
 .o-skipped{color:var(--dim)}
@@ -40,11 +41,13 @@ contain-intrinsic-size:auto 220px}
 section.test h3{font-size:1em;margin:.3em 0;word-break:break-all}
 pre{background:#f6f8fa;padding:.6em;overflow:auto;max-height:24em;white-space:pre-wrap}
 .miss{border-left:3px solid var(--bad);padding-left:.6em}
-svg.timeline{display:block;max-width:100%;height:auto;font:10px sans-serif}
+svg.timeline{display:block;width:900px;max-width:100%;height:auto;font:10px sans-serif}
 svg .tick{stroke:#eaeef2}svg text{fill:var(--dim)}svg .span{stroke:#8c959f}
-svg .sent{fill:#1f2328}svg .rec{fill:#fff;stroke:var(--rec);stroke-width:1.5}
-svg .del{fill:var(--del)}svg .hdr{stroke:var(--ok);stroke-width:2}
-svg .end{stroke:#1f2328;stroke-width:2}svg .err{stroke:var(--bad);stroke-width:2.5}
+svg .sent{fill:#1f2328;r:2.5px}svg .rec{fill:#fff;stroke:var(--rec);stroke-width:1.5;r:3px;cy:-5px}
+svg .del{fill:var(--del);y:2px;width:5px;height:5px;transform:translateX(-2.5px)}
+svg .hdr{fill:var(--ok);y:-9px;width:2px;height:18px;transform:translateX(-1px)}
+svg .end{fill:#1f2328;y:-11px;width:2px;height:22px;transform:translateX(-1px)}
+svg .err{stroke:var(--bad);stroke-width:2.5}
 svg .sleep{fill:#fff8c5;stroke:#9a6700}
 .legend span{margin-right:1em}.legend i{display:inline-block;width:.8em;height:.8em;
 margin-right:.3em;vertical-align:middle}
@@ -61,14 +64,25 @@ _SCRIPT: Final = """
   });
   var rows = Array.prototype.slice.call(document.querySelectorAll("tr.test"));
   var shown = document.getElementById("shown");
+  var texts = null;
+  function searchable() {
+    // What a search matches: the row (test id, cassette) and its requests, read once.
+    texts = rows.map(function (row) {
+      var section = document.getElementById(row.getAttribute("data-for"));
+      var requests = section ? section.querySelector("ol.reqs") : null;
+      var text = row.textContent + " " + (requests ? requests.textContent : "");
+      return text.toLowerCase();
+    });
+  }
   function apply() {
     var words = search.value.toLowerCase().split(/\\s+/).filter(Boolean);
+    if (words.length && texts === null) { searchable(); }
     var count = 0;
-    rows.forEach(function (row) {
+    rows.forEach(function (row, number) {
       var keep = boxes.every(function (box) {
         return !box.checked || row.getAttribute("data-" + box.id.slice(5)) === "1";
       }) && words.every(function (word) {
-        return row.getAttribute("data-search").indexOf(word) !== -1;
+        return texts[number].indexOf(word) !== -1;
       });
       row.hidden = !keep;
       var section = document.getElementById(row.getAttribute("data-for"));
@@ -113,9 +127,6 @@ def _flags(test: Mapping[str, Any]) -> dict[str, bool]:
 
 def _row(number: int, test: Mapping[str, Any]) -> str:
     flags = _flags(test)
-    words = " ".join(
-        [test["nodeid"], test["cassette"], *(f"{r['method']} {r['url']}" for r in test["requests"])]
-    ).lower()
     data = "".join(f' data-{name}="{int(value)}"' for name, value in flags.items())
     outcome = test.get("outcome", "?")
     saved = _ms(test["saved_ms"]) if test["clock"] == "virtual" else f"({test['clock']} clock)"
@@ -124,19 +135,16 @@ def _row(number: int, test: Mapping[str, Any]) -> str:
         f'<td class="p"><a href="#{test_anchor(number)}">{escape(test["nodeid"])}</a></td>',
         f'<td class="p">{escape(test["cassette"])}</td>',
         f"<td>{escape(test['record_mode'])}</td>",
-        f'<td class="n">{test["replayed"]}</td>',
-        f'<td class="n">{test["recorded"]}</td>',
+        f"<td>{test['replayed']}</td>",
+        f"<td>{test['recorded']}</td>",
         f"<td>{'yes' if test['written'] else ''}</td>",
-        f'<td class="n">{len(test["misses"])}</td>',
-        f'<td class="n">{len(test["unused"])}</td>',
-        f'<td class="n">{test["faults"]}</td>',
-        f'<td class="n">{len(test["sleeps"])}</td>',
-        f'<td class="n">{saved}</td>',
+        f"<td>{len(test['misses'])}</td>",
+        f"<td>{len(test['unused'])}</td>",
+        f"<td>{test['faults']}</td>",
+        f"<td>{len(test['sleeps'])}</td>",
+        f"<td>{saved}</td>",
     ]
-    return (
-        f'<tr class="test" data-for="{test_anchor(number)}" '
-        f'data-search="{escape(words)}"{data}>{"".join(cells)}</tr>'
-    )
+    return f'<tr class="test" data-for="{test_anchor(number)}"{data}>{"".join(cells)}</tr>'
 
 
 def _headers(request: Mapping[str, Any]) -> str:
@@ -152,6 +160,9 @@ def _request_item(request: Mapping[str, Any]) -> str:
     status = request.get("answered") or request.get("status") or "-"
     faults = " · " + "; ".join(request["faults"]) if request.get("faults") else ""
     pieces = f" · {len(request['pieces'])} piece(s)"
+    for key, name in (("headers_at", "headers"), ("end_at", "end")):
+        if request.get(key) is not None:
+            pieces += f" · {name} {_ms(request[key])}"
     return (
         f"<li>{escape(request['method'])} {escape(request['url'])} → {escape(str(status))}"
         f"{pieces}{escape(faults)}{_headers(request)}</li>"

@@ -3,8 +3,12 @@ sleeps the code made.
 
 Each lane draws the request's recorded pieces (hollow marks above the line) against their
 delivery to the client (filled marks below it), the time its headers came, its end and its
-error. Every mark carries the class ``mark`` and one of ``rec``, ``del``, ``hdr``, ``end``,
-``err``, ``sleep``, which docs/report.md names, so a reader (or a test) can count them.
+error. A report may hold a thousand tests, so a mark is one element with one coordinate: the
+lane's ``transform`` places it vertically and the page's style gives its size (SVG 2 geometry
+properties), and only a recorded piece carries a hover text (the request's list item under
+the drawing gives its headers and end times). Every mark carries the class ``mark`` and one
+of ``rec``, ``del``, ``hdr``, ``end``, ``err``, ``sleep``, which docs/report.md names, so a
+reader (or a test) can count them.
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ _LANE: Final = 30.0
 
 
 def _num(value: float) -> str:
-    text = f"{value:.1f}"
-    return text[:-2] if text.endswith(".0") else text
+    """A coordinate to the pixel (a timeline is 900 px wide)."""
+    return str(round(value))
 
 
 def _ms(value: float) -> str:
@@ -49,61 +53,55 @@ def _span(requests: Sequence[Mapping[str, Any]], sleeps: Sequence[Mapping[str, A
 
 
 def _axis(span: float, height: float, x: Any) -> list[str]:
-    parts = []
-    for step in range(5):
-        at = span * step / 4
-        anchor = "start" if step == 0 else "end" if step == 4 else "middle"
-        parts.append(
-            f'<line class="tick" x1="{_num(x(at))}" x2="{_num(x(at))}" y1="14" '
-            f'y2="{_num(height)}"/><text x="{_num(x(at))}" y="10" '
-            f'text-anchor="{anchor}">{_ms(at)}</text>'
-        )
+    at = [span * step / 2 for step in range(3)]
+    lines = "".join(f"M{_num(x(t))} 14V{_num(height)}" for t in at)
+    parts = [f'<path class="tick" d="{lines}"/>']
+    for step, t in enumerate(at):
+        anchor = ' text-anchor="end"' if step == 2 else ' text-anchor="middle"' if step else ""
+        parts.append(f'<text x="{_num(x(t))}" y="10"{anchor}>{_ms(t)}</text>')
     return parts
 
 
+def _piece_title(piece: Mapping[str, Any], delivered: float | None) -> str:
+    """A recorded piece's hover text: its time and label, and its delivery where that was
+    not at the recorded time."""
+    late = (
+        f" (delivered at {_ms(delivered)})"
+        if delivered is not None and abs(delivered - piece["t"]) >= 0.05
+        else ""
+    )
+    return f"<title>{_ms(piece['t'])}{late}: {escape(piece['label'])}</title>"
+
+
 def _lane(request: Mapping[str, Any], y: float, x: Any) -> list[str]:
+    """One request's lane, drawn at height ``y``: marks take their vertical place and size
+    from the page's style, so each is an element with one coordinate."""
     start = float(request.get("sent_at", 0.0))
     end = request.get("end_at")
+    pieces = request["pieces"]
     delivered = list(request.get("delivered", []))
-    last = max([end or 0.0, *delivered, *(p["t"] for p in request["pieces"])])
-    status = request.get("answered") or request.get("status") or "-"
-    label = f"{request['method']} {request['url']} → {status}"
+    last = max([end or 0.0, *delivered, *(p["t"] for p in pieces)])
     parts = [
-        f'<g class="lane" data-pieces="{len(request["pieces"])}" '
-        f'data-delivered="{len(delivered)}"><title>{escape(label)}</title>',
-        f'<line class="span" x1="{_num(x(start))}" x2="{_num(x(start + last))}" '
-        f'y1="{_num(y)}" y2="{_num(y)}"/>',
-        f'<circle class="sent" cx="{_num(x(start))}" cy="{_num(y)}" r="2.5"/>',
+        f'<g class="lane" transform="translate(0 {_num(y)})">',
+        f'<path class="span" d="M{_num(x(start))} 0H{_num(x(start + last))}"/>',
+        f'<circle class="sent" cx="{_num(x(start))}"/>',
     ]
     if request.get("headers_at") is not None:
-        hx = _num(x(start + request["headers_at"]))
+        parts.append(f'<rect class="mark hdr" x="{_num(x(start + request["headers_at"]))}"/>')
+    for number, piece in enumerate(pieces):
+        at = delivered[number] if number < len(delivered) else None
         parts.append(
-            f'<line class="mark hdr" x1="{hx}" x2="{hx}" y1="{_num(y - 9)}" y2="{_num(y + 9)}">'
-            f"<title>headers {_ms(request['headers_at'])}</title></line>"
+            f'<circle class="mark rec" cx="{_num(x(start + piece["t"]))}">'
+            f"{_piece_title(piece, at)}</circle>"
         )
-    for piece in request["pieces"]:
-        parts.append(
-            f'<circle class="mark rec" cx="{_num(x(start + piece["t"]))}" cy="{_num(y - 5)}" '
-            f'r="3"><title>{_ms(piece["t"])} {escape(piece["label"])}</title></circle>'
-        )
-    recorded = [p["t"] for p in request["pieces"]]
-    for number, at in enumerate(delivered):
-        was = f" (recorded {_ms(recorded[number])})" if number < len(recorded) else ""
-        parts.append(
-            f'<rect class="mark del" x="{_num(x(start + at) - 2.5)}" y="{_num(y + 2)}" '
-            f'width="5" height="5"><title>delivered {_ms(at)}{was}</title></rect>'
-        )
+    parts.extend(f'<rect class="mark del" x="{_num(x(start + at))}"/>' for at in delivered)
     if end is not None:
-        ex = _num(x(start + end))
-        parts.append(
-            f'<line class="mark end" x1="{ex}" x2="{ex}" y1="{_num(y - 11)}" y2="{_num(y + 11)}">'
-            f"<title>end {_ms(end)}</title></line>"
-        )
+        parts.append(f'<rect class="mark end" x="{_num(x(start + end))}"/>')
     error = request.get("error")
     if error is not None:
-        cx, cy = x(start + error["t"]), y
+        cx = x(start + error["t"])
         parts.append(
-            f'<path class="mark err" d="M{_num(cx - 5)} {_num(cy - 5)}l10 10m0 -10l-10 10">'
+            f'<path class="mark err" d="M{_num(cx - 5)} -5l10 10m0 -10l-10 10">'
             f"<title>{escape(error['kind'])} at {_ms(error['t'])}: "
             f"{escape(error['message'])}</title></path>"
         )
@@ -121,19 +119,18 @@ def timeline_svg(requests: Sequence[Mapping[str, Any]], sleeps: Sequence[Mapping
         return _LEFT + (_WIDTH - _LEFT - _RIGHT) * ms / span
 
     parts = [
-        f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" width="{_num(_WIDTH)}" '
-        f'height="{_num(height)}" viewBox="0 0 {_num(_WIDTH)} {_num(height)}" role="img">',
+        f'<svg class="timeline" viewBox="0 0 {_num(_WIDTH)} {_num(height)}">',
         *_axis(span, height, x),
     ]
     for number, request in enumerate(requests):
         parts.extend(_lane(request, _TOP + _LANE * number + _LANE / 2, x))
     if sleeps:
         y = _TOP + _LANE * len(requests) + _LANE / 2
-        parts.append('<g class="lane sleeps"><title>sleeps</title>')
+        parts.append(f'<g class="lane sleeps" transform="translate(0 {_num(y)})">')
         for sleep in sleeps:
             left, right = x(sleep["at"]), x(sleep["at"] + sleep["duration"])
             parts.append(
-                f'<rect class="mark sleep" x="{_num(left)}" y="{_num(y - 5)}" '
+                f'<rect class="mark sleep" x="{_num(left)}" y="-5" '
                 f'width="{_num(max(right - left, 2.0))}" height="10"><title>'
                 f"{escape(sleep['kind'])}({sleep['duration'] / 1000:g}) at {_ms(sleep['at'])}"
                 "</title></rect>"

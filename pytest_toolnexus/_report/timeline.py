@@ -36,7 +36,7 @@ __all__ = [
 SCHEMA_VERSION: Final = 1
 """The version of the timeline and run documents; a field is only ever added within it."""
 
-LABEL: Final = 60
+LABEL: Final = 32
 """Characters of a piece's label (a longer one ends in ``...``)."""
 
 
