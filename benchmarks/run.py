@@ -1,6 +1,6 @@
 """pytest-toolnexus benchmarks, as ratios against baselines measured in the same run.
 
-    .venv/bin/python benchmarks/run.py              # all twelve, about 9-11 minutes on 2 cores
+    .venv/bin/python benchmarks/run.py              # all thirteen, about 11-14 minutes on 2 cores
     .venv/bin/python benchmarks/run.py --only 1 3   # some of them
     .venv/bin/python benchmarks/run.py --full-vcrpy # vcrpy sends all 2,000 requests (~15 min)
 
@@ -24,6 +24,7 @@ import bench_load
 import bench_realtime
 import bench_record
 import bench_replay
+import bench_report
 import bench_scan
 import bench_serve
 import bench_startup
@@ -73,7 +74,7 @@ def _load() -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--only", type=int, nargs="+", choices=range(1, 13), help="benchmarks to run"
+        "--only", type=int, nargs="+", choices=range(1, 14), help="benchmarks to run"
     )
     parser.add_argument(
         "--rounds", type=int, default=5, help="timed rounds of benchmark 1 (default 5)"
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         help="benchmark 1: let vcrpy replay all 2,000 requests instead of every 50th",
     )
     args = parser.parse_args(argv)
-    chosen = set(args.only or range(1, 13))
+    chosen = set(args.only or range(1, 14))
 
     started_all = now()
     print(_header(), flush=True)
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             (10, lambda: bench_record.run(work)),
             (11, lambda: bench_serve.run(work)),
             (12, lambda: bench_realtime.run(work)),
+            (13, lambda: bench_report.run(work)),
         ]
         for number, step in steps:
             if number not in chosen:

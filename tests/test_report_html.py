@@ -91,6 +91,8 @@ def test_chromium_shows_every_test_with_its_timeline_marks(report, browser, tmp_
         "test_miss": 0,
         "test_recorded": 0,
     }
+    page.hover("#t0 .mark.rec >> nth=1")
+    assert page.inner_text("#tip") == "480.5 ms: delta: choices.0.delta.content=lo"
     miss = page.inner_text("#t2 .miss pre")
     assert "root['q']: recorded 'hello', sent 'something else entirely'" in miss
 

@@ -53,6 +53,8 @@ svg .sleep{fill:#fff8c5;stroke:#9a6700}
 margin-right:.3em;vertical-align:middle}
 ul.reqs{margin:.2em 0;padding-left:1.2em;word-break:break-all}
 [hidden]{display:none!important}
+#tip{position:fixed;pointer-events:none;background:#1f2328;color:#fff;padding:.2em .5em;
+border-radius:4px;font-size:12px;max-width:40em;z-index:2}
 """
 
 _SCRIPT: Final = """
@@ -91,9 +93,53 @@ _SCRIPT: Final = """
     });
     shown.textContent = String(count);
   }
+  var tip = document.getElementById("tip");
+  document.addEventListener("mouseover", function (event) {
+    var text = event.target.getAttribute && event.target.getAttribute("data-tip");
+    tip.hidden = !text;
+    if (text) {
+      tip.textContent = text;
+      tip.style.left = event.clientX + 12 + "px";
+      tip.style.top = event.clientY + 12 + "px";
+    }
+  });
+  var pending = Array.prototype.slice.call(document.querySelectorAll("script.draw"));
+  function draw(script) {
+    if (script.parentNode) {
+      script.insertAdjacentHTML("afterend", script.textContent);
+      script.parentNode.removeChild(script);
+    }
+  }
+  function drawAll() {
+    pending.forEach(draw);
+    pending = [];
+    document.documentElement.setAttribute("data-drawn", "all");
+  }
+  if (pending.length && "IntersectionObserver" in window) {
+    var near = new IntersectionObserver(function (entries) {
+      entries.forEach(function (entry) {
+        if (entry.isIntersecting) {
+          near.unobserve(entry.target);
+          draw(entry.target.querySelector("script.draw") || entry.target);
+        }
+      });
+    }, { rootMargin: "1500px 0px" });
+    pending.forEach(function (script) { near.observe(script.parentNode); });
+    var idle = function () {
+      // The rest, a few at a time, so the page answers while they are drawn.
+      pending = pending.filter(function (script) { return script.parentNode; });
+      pending.splice(0, 25).forEach(draw);
+      if (pending.length) { setTimeout(idle, 0); } else { drawAll(); }
+    };
+    window.addEventListener("load", function () { setTimeout(idle, 50); });
+    window.addEventListener("beforeprint", drawAll);
+  } else {
+    drawAll();
+  }
+  if (!search) { return; }
   search.addEventListener("input", apply);
   boxes.forEach(function (box) { box.addEventListener("change", apply); });
-  apply();
+  if (boxes.some(function (box) { return box.checked; }) || search.value) { apply(); }
 })();
 """
 
@@ -189,7 +235,11 @@ def _section(number: int, test: Mapping[str, Any]) -> str:
         listed = "".join(f"<li>{escape(entry)}</li>" for entry in left)
         parts.append(f'<p>left over:</p><ul class="reqs">{listed}</ul>')
     if test["requests"] or test["sleeps"]:
-        parts.append(timeline_svg(test["requests"], test["sleeps"]))
+        # The drawing is kept as text until its section comes near the screen (the script
+        # draws it then, and every other one while the browser is idle): a thousand tests'
+        # marks parsed as elements up front would keep the page from opening for seconds.
+        drawing = timeline_svg(test["requests"], test["sleeps"])
+        parts.append(f'<script type="text/x-svg" class="draw">{drawing}</script>')
         listed = "".join(_request_item(r) for r in test["requests"])
         parts.append(f'<ol class="reqs">{listed}</ol>')
     else:
@@ -206,7 +256,7 @@ def _document(title: str, body: Sequence[str]) -> str:
         "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
         f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>"
         + "".join(body)
-        + "</body></html>\n"
+        + f'<div id="tip" hidden></div><script>{_SCRIPT}</script></body></html>\n'
     )
 
 
@@ -238,8 +288,9 @@ def run_page(run: Mapping[str, Any]) -> str:
         "</tbody></table>",
         "<h2>Timelines</h2>",
         _LEGEND,
+        "<noscript><p>The timelines are drawn by the page's script: allow it to see them (the "
+        "data is in --cassette-report=run.json too).</p></noscript>",
         *(_section(number, test) for number, test in enumerate(tests)),
-        f"<script>{_SCRIPT}</script>",
     ]
     return _document("pytest-toolnexus run report", body)
 

@@ -59,7 +59,8 @@ def launched() -> Iterator[Any]:
 
 
 def open_page(browser: Any, path: Path, *, width: int = 1200) -> Opened:
-    """``path`` loaded in a fresh page, its console and page errors and its requests noted."""
+    """``path`` loaded in a fresh page, its console and page errors and its requests noted,
+    once every timeline is drawn."""
     page = browser.new_page(viewport={"width": width, "height": 900})
     opened = Opened(page)
     page.on("console", lambda message: opened.console.append((message.type, message.text)))
@@ -67,4 +68,6 @@ def open_page(browser: Any, path: Path, *, width: int = 1200) -> Opened:
     own = path.resolve().as_uri()
     page.on("request", lambda request: request.url != own and opened.requests.append(request.url))
     page.goto(own, wait_until="load")
+    # The report draws each timeline as it nears the screen and the rest while idle.
+    page.wait_for_function("() => document.documentElement.dataset.drawn === 'all'", timeout=30_000)
     return opened
