@@ -120,7 +120,9 @@ _SCRIPT: Final = """
       entries.forEach(function (entry) {
         if (entry.isIntersecting) {
           near.unobserve(entry.target);
-          draw(entry.target.querySelector("script.draw") || entry.target);
+          // Drawn already while the browser was idle: its script is gone.
+          var script = entry.target.querySelector("script.draw");
+          if (script) { draw(script); }
         }
       });
     }, { rootMargin: "1500px 0px" });
