@@ -4,6 +4,7 @@ expected tests are in its table, each timeline has as many marks as the cassette
 the deliveries the tests made, the filters and the search box work, the console is clean and
 nothing is fetched from the network. ``show --html`` draws one cassette the same way."""
 
+import json
 import re
 import struct
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_toolnexus import Cassette
+from pytest_toolnexus._report.page import run_page
 from tests.support.browser import launched, open_page
 from tests.support.report_project import (
     FAKE_KEY,
@@ -204,3 +206,33 @@ def test_show_html_draws_one_cassette(tmp_path, browser):
     assert opened.errors == []
     assert opened.requests == []
     assert [m for m in opened.console if m[0] == "error"] == []
+
+
+def test_every_timeline_is_drawn_once_however_the_reader_scrolls(pytester, emulator, browser):
+    # Given the run document of the project, its tests copied to make a long report
+    make_project(pytester.path)
+    pytester.runpytest_subprocess("-p", "no:randomly", "--cassette-report=run.json")
+    document = json.loads((pytester.path / "run.json").read_text())
+    document["tests"] = [
+        {**test, "nodeid": f"{test['nodeid']}[{copy}]"}
+        for copy in range(60)
+        for test in document["tests"]
+    ]
+    page_path = pytester.path / "long.html"
+    page_path.write_text(run_page(document))
+
+    # When the reader jumps through the page while the timelines are being drawn
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    page.goto(page_path.as_uri(), wait_until="commit")
+    for fraction in (1.0, 0.5, 0.2, 0.9, 0.0):
+        page.evaluate(f"() => window.scrollTo(0, document.body.scrollHeight * {fraction})")
+    page.wait_for_function("() => document.documentElement.dataset.drawn === 'all'")
+
+    # Then every test keeps its section, with one drawing and nothing left to draw
+    drawn = page.evaluate(
+        """() => Array.from(document.querySelectorAll("section.test")).map(
+            (section) => section.querySelectorAll("svg.timeline").length)"""
+    )
+    expected = [0 if "test_miss" in t["nodeid"] else 1 for t in document["tests"]]
+    assert drawn == expected
+    assert page.eval_on_selector_all("script.draw", "scripts => scripts.length") == 0
