@@ -222,6 +222,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
         config.stash[REPORT] = RunReport(config, target)
         config.pluginmanager.register(config.stash[REPORT], "toolnexus-report")
+        if config.pluginmanager.hasplugin("html"):
+            from ._plugin.html_extra import HtmlExtras
+
+            extras = HtmlExtras(config, config.stash[REPORT])
+            config.pluginmanager.register(extras, "toolnexus-html-extras")
 
 
 class _XdistHooks:

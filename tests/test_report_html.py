@@ -4,6 +4,7 @@ expected tests are in its table, each timeline has as many marks as the cassette
 the deliveries the tests made, the filters and the search box work, the console is clean and
 nothing is fetched from the network. ``show --html`` draws one cassette the same way."""
 
+import html
 import json
 import re
 import struct
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_toolnexus import Cassette
+from pytest_toolnexus._report.anchor import anchor_of
 from pytest_toolnexus._report.page import run_page
 from tests.support.browser import launched, open_page
 from tests.support.report_project import (
@@ -93,10 +95,11 @@ def test_chromium_shows_every_test_with_its_timeline_marks(report, browser, tmp_
         "test_miss": 0,
         "test_recorded": 0,
     }
-    page.hover("#t0 .mark.rec >> nth=1")
+    stream, _, miss = (f"#{anchor_of(f'test_app.py::{name}')}" for name in NAMES[:3])
+    page.hover(f"{stream} .mark.rec >> nth=1")
     assert page.inner_text("#tip") == "480.5 ms: delta: choices.0.delta.content=lo"
-    miss = page.inner_text("#t2 .miss pre")
-    assert "root['q']: recorded 'hello', sent 'something else entirely'" in miss
+    message = page.inner_text(f"{miss} .miss pre")
+    assert "root['q']: recorded 'hello', sent 'something else entirely'" in message
 
     assert [m for m in opened.console if m[0] in ("error", "warning")] == []
     assert opened.errors == []
@@ -115,8 +118,8 @@ def test_the_filters_and_the_search_box_narrow_the_tests(report, browser):
 
     page.check("#only-failed")
     assert page.evaluate(VISIBLE_ROWS) == ["test_miss"]
-    assert page.is_hidden("#t0")
-    assert page.is_visible("#t2")
+    assert page.is_hidden(f"#{anchor_of('test_app.py::test_stream')}")
+    assert page.is_visible(f"#{anchor_of('test_app.py::test_miss')}")
     page.uncheck("#only-failed")
     page.check("#only-missed")
     assert page.evaluate(VISIBLE_ROWS) == ["test_miss"]
@@ -155,7 +158,7 @@ def test_an_xdist_run_writes_one_report_with_every_workers_tests(pytester, emula
 
     result.assert_outcomes(passed=3, failed=1)
     text = (pytester.path / "report.html").read_text()
-    rows = re.findall(r'<tr class="test".*?<a href="#t\d+">test_app.py::(\w+)</a>', text)
+    rows = re.findall(r'<tr class="test".*?<a href="#t-\w+">test_app.py::(\w+)</a>', text)
     assert sorted(rows) == sorted(NAMES)
     sections = re.split(r'<section class="test"', text)[1:]
     for section in sections:
@@ -236,3 +239,39 @@ def test_every_timeline_is_drawn_once_however_the_reader_scrolls(pytester, emula
     expected = [0 if "test_miss" in t["nodeid"] else 1 for t in document["tests"]]
     assert drawn == expected
     assert page.eval_on_selector_all("script.draw", "scripts => scripts.length") == 0
+
+
+def test_pytest_html_gets_a_cassette_column_and_a_link_to_each_timeline(pytester, emulator):
+    pytest.importorskip("pytest_html", reason="pytest-html is not installed")
+    make_project(pytester.path)
+
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:randomly",
+        "--html=html/tests.html",
+        "--self-contained-html",
+        "--cassette-report=timelines/report.html",
+    )
+
+    result.assert_outcomes(passed=3, failed=1)
+    page = (pytester.path / "html" / "tests.html").read_text()
+    blob = re.search(r'data-jsonblob="([^"]*)"', page).group(1)
+    data = json.loads(html.unescape(blob))
+    assert '<th class="sortable" data-column-type="cassette">Cassette</th>' in page
+    rows = {name.split("::")[1]: test for name, test in data["tests"].items()}
+    stream = rows["test_stream"][0]
+    assert (
+        '<td class="col-cassette">cassettes/test_app/test_stream.msgpack: 1 replayed</td>'
+        in stream["resultsTableRow"]
+    )
+    miss = rows["test_miss"][0]
+    assert (
+        '<td class="col-cassette">cassettes/test_app/test_miss.msgpack: 0 replayed, 1 missed, '
+        "1 unused</td>" in miss["resultsTableRow"]
+    )
+    # The link goes from pytest-html's page to the timeline's section in the run report.
+    (link,) = [e for e in stream["extras"] if e["name"] == "cassette timeline"]
+    target = f"../timelines/report.html#{anchor_of('test_app.py::test_stream')}"
+    assert link["content"] == target
+    report = (pytester.path / "timelines" / "report.html").read_text()
+    assert f'id="{target.split("#")[1]}"' in report

@@ -14,9 +14,10 @@ from typing import Any, Final
 
 from pytest_toolnexus._version import __version__
 
+from .anchor import anchor_of
 from .svg import timeline_svg
 
-__all__ = ["FAILED_OUTCOMES", "cassette_page", "run_page", "test_anchor"]
+__all__ = ["FAILED_OUTCOMES", "cassette_page", "run_page"]
 
 FAILED_OUTCOMES: Final = ("failed", "error")
 
@@ -156,11 +157,6 @@ _LEGEND: Final = (
 )
 
 
-def test_anchor(number: int) -> str:
-    """The id of the ``number``-th test's section, for links (pytest-html's extra)."""
-    return f"t{number}"
-
-
 def _ms(value: float) -> str:
     return f"{value / 1000:.3f} s" if value >= 1000 else f"{value:.1f} ms"
 
@@ -173,14 +169,15 @@ def _flags(test: Mapping[str, Any]) -> dict[str, bool]:
     }
 
 
-def _row(number: int, test: Mapping[str, Any]) -> str:
+def _row(test: Mapping[str, Any]) -> str:
+    anchor = anchor_of(test["nodeid"])
     flags = _flags(test)
     data = "".join(f' data-{name}="{int(value)}"' for name, value in flags.items())
     outcome = test.get("outcome", "?")
     saved = _ms(test["saved_ms"]) if test["clock"] == "virtual" else f"({test['clock']} clock)"
     cells = [
         f'<td class="o-{escape(outcome)}">{escape(outcome)}</td>',
-        f'<td class="p"><a href="#{test_anchor(number)}">{escape(test["nodeid"])}</a></td>',
+        f'<td class="p"><a href="#{anchor}">{escape(test["nodeid"])}</a></td>',
         f'<td class="p">{escape(test["cassette"])}</td>',
         f"<td>{escape(test['record_mode'])}</td>",
         f"<td>{test['replayed']}</td>",
@@ -192,7 +189,7 @@ def _row(number: int, test: Mapping[str, Any]) -> str:
         f"<td>{len(test['sleeps'])}</td>",
         f"<td>{saved}</td>",
     ]
-    return f'<tr class="test" data-for="{test_anchor(number)}"{data}>{"".join(cells)}</tr>'
+    return f'<tr class="test" data-for="{anchor}"{data}>{"".join(cells)}</tr>'
 
 
 def _headers(request: Mapping[str, Any]) -> str:
@@ -217,10 +214,11 @@ def _request_item(request: Mapping[str, Any]) -> str:
     )
 
 
-def _section(number: int, test: Mapping[str, Any]) -> str:
+def _section(test: Mapping[str, Any]) -> str:
+    anchor = anchor_of(test["nodeid"])
     outcome = test.get("outcome", "?")
     parts = [
-        f'<section class="test" id="{test_anchor(number)}">',
+        f'<section class="test" id="{anchor}">',
         f'<h3><span class="o-{escape(outcome)}">{escape(outcome)}</span> '
         f"{escape(test['nodeid'])}</h3>",
         f'<p class="sub">{escape(test["cassette"])} · record mode {escape(test["record_mode"])}'
@@ -286,13 +284,13 @@ def run_page(run: Mapping[str, Any]) -> str:
         '<label><input type="checkbox" id="only-recorded"> recorded</label>'
         f'<span class="sub"><span id="shown">{len(tests)}</span> shown</span></div>',
         f"<table><thead>{head}</thead><tbody>",
-        *(_row(number, test) for number, test in enumerate(tests)),
+        *(_row(test) for test in tests),
         "</tbody></table>",
         "<h2>Timelines</h2>",
         _LEGEND,
         "<noscript><p>The timelines are drawn by the page's script: allow it to see them (the "
         "data is in --cassette-report=run.json too).</p></noscript>",
-        *(_section(number, test) for number, test in enumerate(tests)),
+        *(_section(test) for test in tests),
     ]
     return _document("pytest-toolnexus run report", body)
 
