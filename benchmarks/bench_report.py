@@ -1,4 +1,4 @@
-"""Benchmark 11: the HTML run report of a 1,000-test suite (issue 25, point 4).
+"""Benchmark 13: the HTML run report of a 1,000-test suite (issue 25, point 4).
 
 The generated suite of benchmark 7 (one to five requests per test, about a fifth of them
 streams of 10 to 40 chunks) runs with ``--cassette-report=report.html``. Measured:
