@@ -115,8 +115,10 @@ def serve(
     def report_at_end() -> None:
         if started:
             wall = real_monotonic() - began
-            note_test(item, session, where, wall=wall, shared=options.name is not None)
-            report(item, session, options, where)
+            try:
+                report(item, session, options, where)  # the test's own checks come first
+            finally:
+                note_test(item, session, where, wall=wall, shared=options.name is not None)
 
     def keep_or_discard() -> None:
         ending = config.stash.get(ENDING, None)

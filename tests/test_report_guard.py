@@ -1,0 +1,60 @@
+"""The run report never decides a test's outcome and never leaves a half-written file: its
+data step failing leaves the test's own checks in place (with a warning naming the test), a
+report path that cannot be written is said plainly, and a cassette written by hand or
+verbatim reaches neither the page nor the JSON with its credentials."""
+
+import json
+
+from tests.support.report_project import make_project
+
+# The report's data step breaks for every test; the tests themselves are those of the report
+# project, plus one that leaves its recording unplayed, which its teardown must still fail.
+BREAK_THE_DATA_STEP = """
+import pytest_toolnexus._report.run as run
+
+
+def broken(*args, **kwargs):
+    raise RuntimeError("the data step broke")
+
+
+run.run_entry = broken
+"""
+
+LEAVES_ONE_UNUSED = """
+
+@pytest.mark.cassette(unused="fail")
+def test_leaves_one_unused():
+    pass
+"""
+
+
+def test_a_broken_data_step_warns_and_leaves_the_tests_own_checks(pytester, emulator):
+    make_project(pytester.path)
+    with (pytester.path / "test_app.py").open("a") as tests:
+        tests.write(LEAVES_ONE_UNUSED)
+    (pytester.path / "cassettes" / "test_app" / "test_leaves_one_unused.msgpack").write_bytes(
+        (pytester.path / "cassettes" / "test_app" / "test_stream.msgpack").read_bytes()
+    )
+    pytester.makeconftest(BREAK_THE_DATA_STEP)
+
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "-k", "stream or unused", "--cassette-report=run.json"
+    )
+
+    # Before the fix the data step ran first, so its error stood in for the unused check's.
+    result.assert_outcomes(passed=3, errors=1, deselected=2)  # the error is a teardown's
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_leaves_one_unused*",
+            "test_app.py::test_leaves_one_unused: 1 recorded interaction(s) * were never played*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*PytestWarning: test_app.py::test_stream: pytest-toolnexus could not note its "
+            "cassette * for the run report (RuntimeError)*"
+        ]
+    )
+    assert "the data step broke" not in out
+    assert json.loads((pytester.path / "run.json").read_text())["tests"] == []
