@@ -5,7 +5,9 @@ verbatim reaches neither the page nor the JSON with its credentials."""
 
 import json
 
-from tests.support.report_project import make_project
+from pytest_toolnexus import Cassette
+from tests.support.report_project import make_project, stream_interaction
+from tests.test_report_data import cli
 
 # The report's data step breaks for every test; the tests themselves are those of the report
 # project, plus one that leaves its recording unplayed, which its teardown must still fail.
@@ -58,3 +60,36 @@ def test_a_broken_data_step_warns_and_leaves_the_tests_own_checks(pytester, emul
     )
     assert "the data step broke" not in out
     assert json.loads((pytester.path / "run.json").read_text())["tests"] == []
+
+
+def test_a_report_path_that_cannot_be_written_is_an_error_line(pytester, emulator):
+    make_project(pytester.path)
+    (pytester.path / "out" / "run.html").mkdir(parents=True)  # a folder where the file goes
+
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "-k", "test_stream", "--cassette-report=out/run.html"
+    )
+
+    result.assert_outcomes(passed=1, deselected=3)
+    assert result.ret == 0
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(
+        [
+            "pytest-toolnexus: error: cannot write the cassette report to "
+            f"{pytester.path}/out/run.html: *"
+        ]
+    )
+    assert sorted(p.name for p in (pytester.path / "out").iterdir()) == ["run.html"]
+
+
+def test_show_html_to_a_path_that_cannot_be_written_exits_2(tmp_path):
+    path = tmp_path / "one.msgpack"
+    Cassette(path, [stream_interaction()], {}).save(unsafe_verbatim=True)
+    page = tmp_path / "out" / "page.html"
+    page.mkdir(parents=True)
+
+    code, _, err = cli("show", "--html", page, path)
+
+    assert code == 2
+    assert err.startswith(f"error: cannot write the page of {path} to {page}: ")
+    assert [p.name for p in page.parent.iterdir()] == ["page.html"]

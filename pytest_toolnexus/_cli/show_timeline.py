@@ -3,6 +3,7 @@ documented JSON (docs/report.md), or drawn as one self-contained HTML page."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -32,13 +33,16 @@ def show_timeline(
     if as_json:
         print(text, file=stream)
     if html is not None:
+        temporary = html.with_name(f".{html.name}.{os.getpid()}.tmp")
         try:
             html.parent.mkdir(parents=True, exist_ok=True)
-            temporary = html.with_name(f".{html.name}.{os.getpid()}.tmp")
             temporary.write_text(cassette_page(json.loads(text)), encoding="utf-8")
             os.replace(temporary, html)
         except OSError as exc:
-            print(f"error: cannot write the page of {path} to {html}: {exc}", file=err)
-            return 1
+            with contextlib.suppress(OSError):
+                temporary.unlink(missing_ok=True)
+            reason = exc.strerror or exc
+            print(f"error: cannot write the page of {path} to {html}: {reason}", file=err)
+            return 2
         print(f"wrote {html}", file=err)
     return 0

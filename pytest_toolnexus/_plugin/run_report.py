@@ -37,6 +37,7 @@ class RunReport:
         self.tests: dict[str, dict[str, Any]] = {}
         self.outcomes: dict[str, str] = {}
         self.written: Path | None = None
+        self.unwritten: str | None = None
 
     @property
     def _worker(self) -> bool:
@@ -78,11 +79,19 @@ class RunReport:
             gathered = [self._with_outcome(entry) for entry in self.tests.values()]
             self._config.workeroutput[_WORKER_KEY] = json.dumps(gathered, default=repr)  # type: ignore[attr-defined]
             return
-        self.written = self.write()
+        try:
+            self.written = self.write()
+        except OSError as exc:
+            self.unwritten = (
+                f"pytest-toolnexus: error: cannot write the cassette report to {self.target}: "
+                f"{exc.strerror or exc}; give --cassette-report a path that can be written"
+            )
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.written is not None:
             terminalreporter.write_line(f"pytest-toolnexus: cassette report {self.written}")
+        if self.unwritten is not None:
+            terminalreporter.write_line(self.unwritten, red=True, bold=True)
 
     # -- the document ---------------------------------------------------------------------
 
@@ -114,8 +123,12 @@ class RunReport:
             text = run_page(json.loads(text))
         self.target.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.target.with_name(f".{self.target.name}.{os.getpid()}.tmp")
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, self.target)
+        try:
+            temporary.write_text(text, encoding="utf-8")
+            os.replace(temporary, self.target)
+        except BaseException:
+            temporary.unlink(missing_ok=True)  # nothing half-written is left beside the report
+            raise
         return self.target
 
 
