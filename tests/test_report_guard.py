@@ -5,8 +5,8 @@ verbatim reaches neither the page nor the JSON with its credentials."""
 
 import json
 
-from pytest_toolnexus import Cassette
-from tests.support.report_project import make_project, stream_interaction
+from pytest_toolnexus import Cassette, Headers, Interaction, RecordedRequest, RecordedResponse
+from tests.support.report_project import URL, make_project, stream_interaction
 from tests.test_report_data import cli
 
 # The report's data step breaks for every test; the tests themselves are those of the report
@@ -93,3 +93,40 @@ def test_show_html_to_a_path_that_cannot_be_written_exits_2(tmp_path):
     assert code == 2
     assert err.startswith(f"error: cannot write the page of {path} to {page}: ")
     assert [p.name for p in page.parent.iterdir()] == ["page.html"]
+
+
+OPAQUE = "opaque" + "7Hq2Zr" * 3  # no secret pattern knows it: only the credential names do
+
+
+def keyed_interaction():
+    interaction = stream_interaction()
+    request = interaction.request
+    response = interaction.response
+    assert response is not None
+    return Interaction(
+        RecordedRequest(request.method, f"{URL}?key={OPAQUE}", request.headers, request.body),
+        RecordedResponse(
+            response.status,
+            Headers([*response.headers.multi_items(), ("x-api-key", OPAQUE)]),
+            response.body,
+            t_headers=response.t_headers,
+            t_end=response.t_end,
+        ),
+    )
+
+
+def test_a_verbatim_cassettes_credential_url_and_headers_are_redacted(tmp_path):
+    path = tmp_path / "keyed.msgpack"
+    Cassette(path, [keyed_interaction()], {}).save(unsafe_verbatim=True)
+    page = tmp_path / "page.html"
+
+    code, out, err = cli("show", "--json", "--html", page, path)
+
+    assert code == 0, err
+    (shown,) = json.loads(out)["interactions"]
+    assert shown["url"] == f"{URL}?key=REDACTED"
+    assert ["x-api-key", "REDACTED"] in shown["headers"]
+    html = page.read_text()
+    assert OPAQUE not in out
+    assert OPAQUE not in html
+    assert "key=REDACTED" in html

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from pytest_toolnexus._safety.redact import redact_headers, redact_url
 from pytest_toolnexus._safety.secrets import SecretScanner
 from pytest_toolnexus._store.cassette import (
     Body,
@@ -142,12 +143,14 @@ def _headers(pairs: Iterable[tuple[str, str]]) -> list[list[str]]:
 
 
 def interaction_timeline(position: int | None, interaction: Interaction) -> dict[str, Any]:
-    """One recorded interaction as the schema's ``interaction`` object."""
+    """One recorded interaction as the schema's ``interaction`` object, its URL and headers
+    redacted as the recorder redacts them (a cassette written by hand or ``unsafe_verbatim``
+    may hold an opaque key no secret pattern knows)."""
     request = interaction.request
     found: dict[str, Any] = {
         "position": position,
         "method": request.method,
-        "url": request.url,
+        "url": redact_url(request.url),
         "status": None,
         "kind": None,
         "headers_at": None,
@@ -166,7 +169,7 @@ def interaction_timeline(position: int | None, interaction: Interaction) -> dict
             headers_at=round(response.t_headers, 3),
             end_at=round(response.t_end, 3),
             complete=response.complete,
-            headers=_headers(response.headers.multi_items()),
+            headers=_headers(redact_headers(response.headers).multi_items()),
         )
         error = response.error
     if error is not None:
