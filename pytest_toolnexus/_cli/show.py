@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, TextIO
 
+from pytest_toolnexus._report.timeline import distinct_leaves, frame_name
 from pytest_toolnexus._safety.secrets import SecretScanner
 from pytest_toolnexus._seam.errors import CassetteError
 from pytest_toolnexus._seam.headers import Headers
@@ -37,52 +38,17 @@ def _short(value: Any, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 3, 1)] + "..."
 
 
-def _leaves(value: Any) -> dict[str, Any]:
-    """A JSON value's scalar leaves by dotted path (``choices.0.delta.content``)."""
-    found: dict[str, Any] = {}
-    stack: list[tuple[str, Any]] = [("", value)]
-    while stack:
-        path, item = stack.pop()
-        if isinstance(item, dict) and item:
-            stack.extend((f"{path}.{k}" if path else str(k), v) for k, v in item.items())
-        elif isinstance(item, list) and item:
-            stack.extend((f"{path}.{i}" if path else str(i), v) for i, v in enumerate(item))
-        else:
-            found[path] = item
-    return dict(sorted(found.items()))
-
-
-def _frame_name(frame: Any) -> str:
-    """What an event stream frame is: its ``:event-type`` (or ``:exception-type``)."""
-    for name, _, value in frame.get("headers", []):
-        if name in (":event-type", ":exception-type"):
-            return str(value)
-    return "frame"
-
-
 def _distinct(payloads: list[Any], width: int) -> list[str]:
     """One row of text per stream piece. JSON pieces show only the leaves that are not the
     same in every piece (an OpenAI chunk's ``id``, ``model`` and ``created`` repeat; its
     delta does not), so the rows tell the pieces apart."""
-    flat = [_leaves(p) if isinstance(p, dict | list) else None for p in payloads]
-    structured = [f for f in flat if f is not None]
-    constant: set[str] = set()
-    if len(structured) >= 2:
-        first = structured[0]
-        constant = {
-            path
-            for path, value in first.items()
-            if all(path in other and other[path] == value for other in structured[1:])
-        }
     rows = []
-    for payload, leaves in zip(payloads, flat, strict=True):
+    for payload, leaves in zip(payloads, distinct_leaves(payloads), strict=True):
         if leaves is None:
             rows.append(_short(payload, width))
             continue
         shown = ", ".join(
-            f"{path}={json.dumps(value, ensure_ascii=False)}"
-            for path, value in leaves.items()
-            if path not in constant
+            f"{path}={json.dumps(value, ensure_ascii=False)}" for path, value in leaves.items()
         )
         rows.append(_short(shown or "(the same as every other piece)", width))
     return rows
@@ -116,7 +82,7 @@ def _body_lines(body: Body, t_end: float, headers: Headers | None, width: int) -
             for line, text in zip(body.lines, texts, strict=True):
                 rows.append((float(line.get("t", 0.0)), text))
         elif isinstance(body, EventStreamBody):
-            labels = [f"{_frame_name(frame)}: " for frame in body.frames]
+            labels = [f"{frame_name(frame)}: " for frame in body.frames]
             payloads = [
                 f.get("payload", f.get("text", f"{len(f.get('data', b''))} bytes"))
                 for f in body.frames

@@ -28,7 +28,9 @@ __all__ = [
     "LABEL",
     "SCHEMA_VERSION",
     "cassette_timeline",
+    "distinct_leaves",
     "dumps",
+    "frame_name",
     "interaction_timeline",
     "recorded_pieces",
     "short",
@@ -53,7 +55,8 @@ def short(value: Any, width: int = LABEL) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _frame_name(frame: Mapping[str, Any]) -> str:
+def frame_name(frame: Mapping[str, Any]) -> str:
+    """What an event stream frame is: its ``:event-type`` (or ``:exception-type``)."""
     for name, _, value in frame.get("headers", []):
         if name in (":event-type", ":exception-type"):
             return str(value)
@@ -79,9 +82,10 @@ def _leaves(value: Any) -> dict[str, Any]:
     return dict(sorted(found.items()))
 
 
-def _labels(payloads: Sequence[Any]) -> list[str]:
-    """A label per piece. A JSON piece shows only the leaves that differ between the pieces
-    (an OpenAI chunk repeats its ``id`` and ``model``; its delta is what tells them apart)."""
+def distinct_leaves(payloads: Sequence[Any]) -> list[dict[str, Any] | None]:
+    """Each JSON piece's scalar leaves less those that are the same in every piece (an OpenAI
+    chunk repeats its ``id`` and ``model``; its delta is what tells them apart); None for a
+    piece that is not JSON."""
     flat = [_leaves(p) if isinstance(p, dict | list) else None for p in payloads]
     structured = [f for f in flat if f is not None]
     constant: set[str] = set()
@@ -92,14 +96,17 @@ def _labels(payloads: Sequence[Any]) -> list[str]:
             for path, value in first.items()
             if all(other.get(path, _leaves) == value for other in structured[1:])
         }
+    return [None if f is None else {p: v for p, v in f.items() if p not in constant} for f in flat]
+
+
+def _labels(payloads: Sequence[Any]) -> list[str]:
+    """A label per piece: a JSON piece by the leaves that tell it from the others."""
     labels = []
-    for payload, leaves in zip(payloads, flat, strict=True):
+    for payload, leaves in zip(payloads, distinct_leaves(payloads), strict=True):
         if leaves is None:
             labels.append(short(payload))
             continue
-        shown = ", ".join(
-            f"{path}={short(value)}" for path, value in leaves.items() if path not in constant
-        )
+        shown = ", ".join(f"{path}={short(value)}" for path, value in leaves.items())
         labels.append(short(shown or "(the same as the other pieces)"))
     return labels
 
@@ -118,7 +125,7 @@ def _stream_pieces(body: Body) -> list[dict[str, Any]] | None:
     if isinstance(body, ChunksBody):
         return [_piece(c.get("t", 0.0), f"{len(c.get('data', b''))} bytes") for c in body.chunks]
     if isinstance(body, EventStreamBody):
-        return [_piece(f.get("t", 0.0), _frame_name(f)) for f in body.frames]
+        return [_piece(f.get("t", 0.0), frame_name(f)) for f in body.frames]
     if isinstance(body, JsonBody) and body.times is not None and isinstance(body.value, list):
         texts = _labels(body.value)
         return [_piece(t, text) for t, text in zip(body.times, texts, strict=False)]
