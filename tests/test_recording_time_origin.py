@@ -142,3 +142,21 @@ def test_a_live_transport_given_a_client_makes_none_when_prepared(server, monkey
         transport.prepare()
         transport.prepare(asynchronous=True)
         assert transport(TransportRequest("GET", server.url("/"))).status == 200
+
+
+def test_a_session_that_may_record_makes_no_client_for_requests_it_replays(
+    tmp_path, server, monkeypatch
+):
+    path = tmp_path / "c.msgpack"
+    request = TransportRequest("POST", server.url("/v1/x"), body={"n": 1})
+    with CassetteSession(path, record="all") as recording:
+        recording.transport(request)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a client was made for a request the cassette answers")
+
+    monkeypatch.setattr(httpx, "Client", refused)
+    with CassetteSession(path, record="new") as session:
+        assert session.transport(request).status == 200
+
+    assert session.play_count == 1

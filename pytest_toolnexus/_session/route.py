@@ -229,9 +229,7 @@ class RequestPath:
             self._recorders.append(recorder)
 
         def handle(request: TransportRequest) -> TransportResponse:
-            if recorder is not None:
-                recorder.prepare()  # before the request is timed: the client is not the server
-            turn = self._begin(request)
+            turn = self._begin(request, recorder)
             if turn.interaction is not None:
                 try:
                     encoded = self._check_once(turn.interaction)
@@ -264,9 +262,7 @@ class RequestPath:
             self._recorders.append(recorder)
 
         async def handle(request: TransportRequest) -> TransportResponse:
-            if recorder is not None:
-                recorder.prepare(asynchronous=True)
-            turn = self._begin(request)
+            turn = self._begin(request, recorder, asynchronous=True)
             if turn.interaction is not None:
                 try:
                     encoded = self._check_once(turn.interaction)
@@ -334,7 +330,13 @@ class RequestPath:
         the environment held while requests were sent."""
         return SecretScanner(allow=self._allow_secrets, seen=self._seen_env)
 
-    def _begin(self, request: TransportRequest) -> Turn:
+    def _begin(
+        self,
+        request: TransportRequest,
+        recorder: RecordingTransport | None = None,
+        *,
+        asynchronous: bool = False,
+    ) -> Turn:
         if self._may_record:
             self._seen_env.update(credential_environment().items())
         if self._shut:
@@ -366,6 +368,10 @@ class RequestPath:
                 miss = self._as_vcrpy_did(self._miss(request))
                 self.misses.append(miss)
                 raise miss
+            if recorder is not None and substitute is None and position is None:
+                # Recorded: its client is made before the request is timed (it is not the
+                # server), and only for a request that goes to it.
+                recorder.prepare(asynchronous=asynchronous)
             now = self.clock.now()
             sent = SentRequest(
                 request.method,
