@@ -5,6 +5,7 @@ on real time, and the sleep watch used by the real and instant modes.
 
 import asyncio
 import datetime
+import math
 import queue
 import sys
 import threading
@@ -490,6 +491,36 @@ async def test_sequential_async_sleeps_add_up(clock):
         Sleep("asyncio.sleep", 0.0, 1.0),
         Sleep("anyio.sleep", 1.0, 0.5),
     ]
+
+
+# Bases where a deadline read as `now() + d` and taken back to elapsed time comes out a few
+# units in the last place off d: a sum that crosses a power of two (2**15 s of uptime) and a
+# machine up for days. The CI run that found it had an uptime of about 32,700 s.
+AWKWARD_BASES = [32767.5 + 3 * 2**-38, 1_000_000.123456789, 4_000_000 + 1 / 3]
+
+
+@pytest.mark.parametrize("base", AWKWARD_BASES)
+def test_a_sleep_and_an_async_sleep_add_up_exactly_whatever_the_clock_reads(base):
+    virtual = VirtualClock(epoch=EPOCH)
+    virtual._base = base  # what real_monotonic() read when the clock was made
+    uninstall = install(virtual)
+    try:
+        time.sleep(100)
+        asyncio.run(asyncio.sleep(200))
+    finally:
+        uninstall()
+    assert virtual.elapsed == 300
+
+
+@pytest.mark.parametrize("base", AWKWARD_BASES)
+def test_a_deadline_read_from_the_clock_moves_it_by_exactly_the_gap(base):
+    # How a replayed piece waits: its recorded offset added to a reading of the clock.
+    virtual = VirtualClock(epoch=EPOCH)
+    virtual._base = base
+    virtual.wait_until(virtual.now() + 0.35)
+    virtual.wait_until(virtual.now() + 0.05)
+    assert virtual.elapsed == 0.4  # to the nanosecond the readings are kept in
+    assert virtual.now() == pytest.approx(base + 0.4, abs=4 * math.ulp(base))
 
 
 @pytest.mark.anyio

@@ -77,6 +77,15 @@ def _others_runnable() -> bool:
     return False
 
 
+def _snapped(target: float, deadline: float) -> float:
+    """``target`` (a deadline less the clock's base) at the nearest nanosecond when the two are
+    apart by no more than the rounding of the large readings it came from: a deadline read as
+    ``now() + 0.25`` then moves the clock by 0.25 s, not by 0.25 s give or take a few units
+    in the last place of a reading in the thousands of seconds."""
+    snapped = round(target, 9)
+    return snapped if abs(snapped - target) <= 4 * math.ulp(deadline) else target
+
+
 @dataclass(frozen=True, slots=True)
 class Sleep:
     """A wait the code under test made: where (``time.sleep``, ``asyncio.sleep`` ...), when it
@@ -136,8 +145,11 @@ class VirtualClock:
         """Move the clock to ``deadline`` (a :meth:`now` reading) if that is in the future."""
         if not math.isfinite(deadline):
             raise ValueError(f"the virtual clock cannot move to {deadline!r}")
+        self._move_to(_snapped(deadline - self._base, deadline))
+
+    def _move_to(self, target: float) -> None:
+        """Move the clock to ``target`` seconds since it started if that is in the future."""
         with self._lock:
-            target = deadline - self._base
             if target > self._elapsed:
                 self._elapsed = target
                 self._tell()
@@ -209,13 +221,13 @@ class VirtualClock:
         self.sleeps.append(Sleep(kind, self._elapsed, seconds))
         if not seconds < _LONGEST:  # inf and NaN too: an event loop never fires them
             await anyio.Event().wait()
-        deadline = self.now() + seconds
-        ticket = self._enter(deadline)
+        target = self._elapsed + seconds  # a sum of the waits, as time.sleep's: exact
+        ticket = self._enter(self.now() + seconds)
         try:
             await anyio.lowlevel.checkpoint()
             # As a real sleep lets every other task run first: time jumps once they are idle.
             await self._turn(ticket, settle=True)
-            self.advance_to(deadline)
+            self._move_to(target)
         finally:
             self._leave(ticket)
 
