@@ -31,7 +31,7 @@ def either(doc: Mapping[str, Any], camel: str, snake: str) -> Any:
 def _decoded(data: object) -> bytes:
     if not isinstance(data, str):
         raise ViewError(f"an audio delta holds {shown(data)}, not base64 text")
-    return base64.b64decode(data)
+    return base64.b64decode(data, validate=True)
 
 
 @dataclass
