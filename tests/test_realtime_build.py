@@ -123,6 +123,10 @@ def test_a_built_openai_session_replays_through_the_sync_sdk_at_its_built_times(
     (log,) = realtime_of(cassette).connections
     assert log.replayed
     assert [p.t / 1000 for p in log.received] == pytest.approx(server_times(path), abs=1e-9)
+    # The handle's view of the session that answered the handshake reads what the SDK read.
+    answer = cassette.view(0)
+    assert answer.provider == "openai-realtime"
+    assert answer.text == EXPECTED[0][:9] + EXPECTED[2] + EXPECTED[0][9:]
     # The content events keep the cadence: ttft after the client's ask, then one per gap.
     text = [at - start for at, e in got if e.type == "response.output_text.delta"][:2]
     asked = CADENCE.headers  # the first turn is asked for as soon as the session is open
