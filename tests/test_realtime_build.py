@@ -278,3 +278,75 @@ def test_the_views_read_the_built_sessions_as_the_sdks_do():
     assert live.text == "Hi there!It is sunny."
     assert [(c.id, c.name, c.arguments) for c in live.tool_calls] == EXPECTED[3]
     assert [t.finish_reason for t in live.extra["turns"]] == ["stop", "tool_calls", "stop"]
+
+
+def pinned_session(path):
+    ask = {"type": "conversation.item.create", "item": {"role": "user", "content": [{}]}}
+    build.build_cassette(
+        path,
+        [build.openai_realtime([build.RealtimeTurn(text="Hi!", asks=[ask, "response.create"])])],
+    )
+
+
+def test_a_pattern_matches_what_the_frame_holds_at_its_own_paths(tmp_path):
+    path = tmp_path / "pinned.msgpack"
+    pinned_session(path)
+    client = OpenAI(api_key="test-key")
+
+    with use_cassette(path), client.realtime.connect(model="gpt-realtime") as connection:
+        # More keys than the pattern names, in the item and in its one content part.
+        connection.conversation.item.create(item=said("Say hi"))
+        connection.response.create(response={"output_modalities": ["text"]})
+        text = ""
+        for event in connection:
+            if event.type == "response.output_text.delta":
+                text += event.delta
+            if event.type == "response.done":
+                break
+    assert text == "Hi!"
+
+
+@pytest.mark.parametrize(
+    ("item", "path"),
+    [
+        ({"type": "message", "role": "assistant", "content": [{}]}, "item.role"),
+        ({"type": "message", "content": [{}]}, "item"),  # a key the pattern names is missing
+        ({**said("a"), "content": [{}, {}]}, "item.content"),  # lists of another length
+    ],
+    ids=["other-value", "missing-key", "longer-list"],
+)
+def test_a_frame_that_differs_at_a_pattern_path_is_a_miss_naming_it(tmp_path, item, path):
+    file = tmp_path / "pinned.msgpack"
+    pinned_session(file)
+    client = OpenAI(api_key="test-key")
+
+    def run():
+        with use_cassette(file), client.realtime.connect(model="gpt-realtime") as connection:
+            connection.conversation.item.create(item=item)
+
+    with (
+        pytest.warns(UnusedInteractionsWarning, match="never sent"),
+        pytest.raises(CassetteMissError) as caught,
+    ):
+        run()
+    message = str(caught.value)
+    assert "client frame #0" in message
+    assert "expected a frame holding (a built pattern, at 50.0 ms)" in message
+    assert path in message
+    assert "RealtimeTurn's asks" in message
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        {"t": 1.0, "from": "server", "kind": "text", "data": {"type": "x"}, "pattern": True},
+        {"t": 1.0, "from": "client", "kind": "text", "data": {"type": "x"}, "pattern": "yes"},
+    ],
+    ids=["on-a-server-frame", "not-a-boolean"],
+)
+def test_a_pattern_flag_is_a_boolean_on_client_frames_only(tmp_path, frame):
+    from pytest_toolnexus._store.bodies import MalformedCassette
+    from pytest_toolnexus._store.ws_frames import frames_of
+
+    with pytest.raises(MalformedCassette, match="'pattern' must be a boolean"):
+        list(frames_of([frame]))

@@ -116,10 +116,13 @@ class FrameMatcher:
                 "sent more than it did when it was recorded\n"
             )
         else:
-            body = (
-                f"  expected (recorded at {expected.t:.1f} ms): "
-                f"{shown(expected.message, self.mask)}\n"
-                + "".join(f"    {self.mask(line)}\n" for line in lines)
+            what = (
+                f"expected a frame holding (a built pattern, at {expected.t:.1f} ms)"
+                if expected.pattern
+                else f"expected (recorded at {expected.t:.1f} ms)"
+            )
+            body = f"  {what}: {shown(expected.message, self.mask)}\n" + "".join(
+                f"    {self.mask(line)}\n" for line in lines
             )
         hint = (
             f"  if these paths change on every run, ignore them: ignore_body={paths!r} on the "
@@ -127,8 +130,11 @@ class FrameMatcher:
             if paths
             else ""
         )
-        return CassetteMissError(
-            head + body + hint + "  Fix the code under test, or record the session again: "
-            "--cassette-record=all (or record='all' on the marker).",
-            path=str(self.path),
+        fix = (
+            "  Fix the code under test, or the session's turns where the cassette is built "
+            "(pytest_toolnexus.build: RealtimeTurn's asks)."
+            if expected is not None and expected.pattern
+            else "  Fix the code under test, or record the session again: "
+            "--cassette-record=all (or record='all' on the marker)."
         )
+        return CassetteMissError(head + body + hint + fix, path=str(self.path))
