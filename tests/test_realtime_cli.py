@@ -9,8 +9,9 @@ import json
 
 import pytest
 
-from pytest_toolnexus import Cassette, build
+from pytest_toolnexus import Cassette, Interaction, RecordedRequest, RecordedResponse, build
 from pytest_toolnexus._cli.main import main
+from pytest_toolnexus._store.cassette import JsonBody
 from pytest_toolnexus._store.ws_frames import frame_doc
 from tests.test_realtime_views import OPENAI_URL, client, server, session
 
@@ -191,3 +192,16 @@ def test_diff_reports_frame_times_beyond_the_tolerance_only(tmp_path, capsys):
     code, out = cli(capsys, "diff", one, other, "--time-tolerance", "10")
     assert code == 1, out
     assert "~ response.body.frames[1].t: 100.0 ms -> 120.0 ms (+20.0 ms)" in out
+
+
+def test_check_leaves_an_http_answer_on_a_realtime_path_alone(tmp_path, capsys):
+    # A status page at .../realtime is no realtime session: no view is asked to read it.
+    path = tmp_path / "status.msgpack"
+    request = RecordedRequest("GET", "https://status.example.test/v1/realtime")
+    response = RecordedResponse(200, body=JsonBody({"status": "green"}), t_end=3.0)
+    Cassette(path, [Interaction(request, response)]).save()
+
+    code, out = cli(capsys, "check", path)
+
+    assert code == 0, out
+    assert f"ok   {path} (1 interaction)" in out

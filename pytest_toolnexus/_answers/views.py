@@ -64,9 +64,17 @@ def provider_of(url: str) -> Provider | None:
 
 
 def dialect_of(interaction: Interaction) -> Dialect | None:
-    """The dialect of an interaction's request, from its method, URL and headers."""
+    """The dialect of an interaction's request, from its method, URL and headers; None when
+    the answer is not of the dialect's kind (a WebSocket session for an HTTP dialect's path,
+    or an HTTP answer to a path only a realtime dialect claims, such as a status page's
+    ``GET /realtime``)."""
     request = interaction.request
-    return _dialect_of(request.method, request.url, request.headers)
+    dialect = _dialect_of(request.method, request.url, request.headers)
+    response = interaction.response
+    session = response is not None and isinstance(response.body, WebSocketBody)
+    if dialect is not None and response is not None and session != (dialect in REALTIME):
+        return None
+    return dialect
 
 
 def view(interaction: Interaction) -> ProviderView:
@@ -79,7 +87,7 @@ def view(interaction: Interaction) -> ProviderView:
     if not (200 <= response.status < 300 or session):
         raise ViewError(f"the answer is an HTTP {response.status}, not a model's answer")
     dialect = dialect_of(interaction)
-    if dialect is None or session != (dialect in REALTIME):
+    if dialect is None:
         kind = "WebSocket session" if session else "answer"
         raise ViewError(
             f"no provider view reads the {kind} to "
