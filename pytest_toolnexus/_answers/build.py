@@ -41,15 +41,11 @@ from .build_base import (
     split_text,
 )
 from .build_gemini import gemini
+from .build_gemini_live import GEMINI_LIVE_URL, gemini_live
 from .build_ollama import ollama_chat
 from .build_openai import chat_chunk, openai_chat, openai_responses, tool_call_deltas
-from .build_realtime import (
-    GEMINI_LIVE_URL,
-    OPENAI_REALTIME_URL,
-    RealtimeTurn,
-    gemini_live,
-    openai_realtime,
-)
+from .build_openai_realtime import OPENAI_REALTIME_URL, openai_realtime
+from .build_realtime import RealtimeTurn
 
 __all__ = [
     "ANTHROPIC_URL",
