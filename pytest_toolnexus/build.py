@@ -8,23 +8,29 @@
     ])
 
 Every function returns one interaction that the official SDK parses into the text and tool
-calls it was built from. Built requests match any body at the provider's URL.
+calls it was built from. Built requests match any body at the provider's URL; the realtime
+sessions (``openai_realtime``, ``gemini_live``) match the client's frames by their type.
 """
 
 from ._answers.build import (
     ANTHROPIC_URL,
     GEMINI_BASE,
+    GEMINI_LIVE_URL,
     OLLAMA_URL,
     OPENAI_CHAT_URL,
+    OPENAI_REALTIME_URL,
     OPENAI_RESPONSES_URL,
     Cadence,
+    RealtimeTurn,
     ToolCall,
     anthropic_messages,
     build_cassette,
     error,
     gemini,
+    gemini_live,
     ollama_chat,
     openai_chat,
+    openai_realtime,
     openai_responses,
     split_text,
 )
@@ -32,17 +38,22 @@ from ._answers.build import (
 __all__ = [
     "ANTHROPIC_URL",
     "GEMINI_BASE",
+    "GEMINI_LIVE_URL",
     "OLLAMA_URL",
     "OPENAI_CHAT_URL",
+    "OPENAI_REALTIME_URL",
     "OPENAI_RESPONSES_URL",
     "Cadence",
+    "RealtimeTurn",
     "ToolCall",
     "anthropic_messages",
     "build_cassette",
     "error",
     "gemini",
+    "gemini_live",
     "ollama_chat",
     "openai_chat",
+    "openai_realtime",
     "openai_responses",
     "split_text",
 ]

@@ -3,11 +3,12 @@
 
 Hypothesis starts from a well-formed answer of every dialect (built, streamed and whole, with
 text and tool calls; the hand-written Anthropic web search and Responses reasoning streams; a
-Bedrock event stream) and mutates it one to four times: a value anywhere in the stored body
-(an event's ``t``, its name, a field deep in its data) replaced by another JSON value or by a
-word the readers look for (``input_json_delta``, ``[DONE]``, ``message_stop``, ...), a key
-deleted, a list element duplicated or dropped. ``stream_errors`` (what ``check`` reports) must
-not raise either. 400 examples at the suite's size.
+Bedrock event stream; built OpenAI Realtime and Gemini Live sessions) and mutates it one to
+four times: a value anywhere in the stored body (an event's ``t``, its name, a field deep in
+its data) replaced by another JSON value or by a word the readers look for
+(``input_json_delta``, ``[DONE]``, ``message_stop``, ...), a key deleted, a list element
+duplicated or dropped. ``stream_errors`` (what ``check`` reports) must not raise either. 400
+examples at the suite's size.
 """
 
 import copy
@@ -26,6 +27,7 @@ from pytest_toolnexus._store.cassette import (
     JsonBody,
     NdjsonBody,
     SseBody,
+    WebSocketBody,
     frame_doc,
 )
 from pytest_toolnexus._store.eventstream import Frame, Header, encode
@@ -65,6 +67,14 @@ WORDS = [
     "contentBlockStart",
     "contentBlockDelta",
     "messageStop",
+    "response.done",
+    "response.output_audio.delta",
+    "response.function_call_arguments.delta",
+    "serverContent",
+    "turnComplete",
+    "toolCall",
+    "client",
+    "server",
 ]
 JSON_VALUES = st.recursive(
     st.none()
@@ -130,6 +140,12 @@ def _bases():
     ):
         for stream in (True, False):
             made.append(maker("Hello there, world.", tool_calls=[CALL], stream=stream))
+    turns = [
+        build.RealtimeTurn(text="Hello there, world."),
+        build.RealtimeTurn(audio=[b"pcm"], transcript="Hi you"),
+        build.RealtimeTurn(tool_calls=[CALL]),
+    ]
+    made += [build.openai_realtime(turns), build.gemini_live(turns, model="m")]
     made += [
         _fixture("anthropic_web_search_stream.json"),
         _fixture("responses_reasoning_web_search_stream.json"),
@@ -154,6 +170,8 @@ def _unwrap(body):
         return [dict(line) for line in body.lines], NdjsonBody
     if isinstance(body, EventStreamBody):
         return [dict(f) for f in body.frames], EventStreamBody
+    if isinstance(body, WebSocketBody):
+        return [dict(f) for f in body.frames], WebSocketBody
     assert isinstance(body, JsonBody)
     return body.value, JsonBody
 

@@ -41,26 +41,34 @@ from .build_base import (
     split_text,
 )
 from .build_gemini import gemini
+from .build_gemini_live import GEMINI_LIVE_URL, gemini_live
 from .build_ollama import ollama_chat
 from .build_openai import chat_chunk, openai_chat, openai_responses, tool_call_deltas
+from .build_openai_realtime import OPENAI_REALTIME_URL, openai_realtime
+from .build_realtime import RealtimeTurn
 
 __all__ = [
     "ANTHROPIC_URL",
     "CREATED",
     "DEFAULT_CADENCE",
     "GEMINI_BASE",
+    "GEMINI_LIVE_URL",
     "OLLAMA_URL",
     "OPENAI_CHAT_URL",
+    "OPENAI_REALTIME_URL",
     "OPENAI_RESPONSES_URL",
     "Cadence",
+    "RealtimeTurn",
     "ToolCall",
     "anthropic_messages",
     "build_cassette",
     "chat_chunk",
     "error",
     "gemini",
+    "gemini_live",
     "ollama_chat",
     "openai_chat",
+    "openai_realtime",
     "openai_responses",
     "split_text",
     "tool_call_deltas",

@@ -2,9 +2,10 @@
 
 A view reads a recorded (or built) interaction of any dialect the provider layer knows
 (:mod:`pytest_toolnexus._providers`: OpenAI chat completions and Responses, Anthropic Messages,
-Gemini, Ollama, Amazon Bedrock Converse), streamed or not, and gives the text, the tool calls
-with their ``arguments`` as a JSON string, the finish reason, the usage, the model, and the
-text deltas with the time each arrived. This module turns a stored body into the pieces a
+Gemini, Ollama, Amazon Bedrock Converse, and the realtime WebSocket sessions of OpenAI Realtime
+and Gemini Live), streamed or not, and gives the text, the tool calls with their ``arguments``
+as a JSON string, the finish reason, the usage, the model, and the text deltas with the time
+each arrived. This module turns a stored body into the pieces a
 dialect reads; the dialect reads them.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 from pytest_toolnexus._providers import (
     EXCEPTION_PREFIX,
+    REALTIME,
     Dialect,
     Name,
     Piece,
@@ -32,10 +34,13 @@ from pytest_toolnexus._store.cassette import (
     EventStreamBody,
     Interaction,
     JsonBody,
+    MalformedCassette,
     NdjsonBody,
     SseBody,
     TextBody,
+    WebSocketBody,
 )
+from pytest_toolnexus._store.ws_frames import frames_of
 
 __all__ = [
     "Provider",
@@ -59,9 +64,17 @@ def provider_of(url: str) -> Provider | None:
 
 
 def dialect_of(interaction: Interaction) -> Dialect | None:
-    """The dialect of an interaction's request, from its method, URL and headers."""
+    """The dialect of an interaction's request, from its method, URL and headers; None when
+    the answer is not of the dialect's kind (a WebSocket session for an HTTP dialect's path,
+    or an HTTP answer to a path only a realtime dialect claims, such as a status page's
+    ``GET /realtime``)."""
     request = interaction.request
-    return _dialect_of(request.method, request.url, request.headers)
+    dialect = _dialect_of(request.method, request.url, request.headers)
+    response = interaction.response
+    session = response is not None and isinstance(response.body, WebSocketBody)
+    if dialect is not None and response is not None and session != (dialect in REALTIME):
+        return None
+    return dialect
 
 
 def view(interaction: Interaction) -> ProviderView:
@@ -70,12 +83,15 @@ def view(interaction: Interaction) -> ProviderView:
     response = interaction.response
     if response is None:
         raise ViewError("the interaction ended in a transport error, with no answer to read")
-    if not 200 <= response.status < 300:
+    session = isinstance(response.body, WebSocketBody)
+    if not (200 <= response.status < 300 or session):
         raise ViewError(f"the answer is an HTTP {response.status}, not a model's answer")
     dialect = dialect_of(interaction)
     if dialect is None:
+        kind = "WebSocket session" if session else "answer"
         raise ViewError(
-            f"no provider view reads {interaction.request.method} {interaction.request.url}"
+            f"no provider view reads the {kind} to "
+            f"{interaction.request.method} {interaction.request.url}"
         )
     request = interaction.request
     return read(dialect, _pieces(response.body), WireRequest(request.method, request.url))
@@ -87,7 +103,7 @@ def stream_errors(interaction: Interaction) -> list[str]:
     not a known dialect's."""
     response = interaction.response
     dialect = dialect_of(interaction)
-    if response is None or dialect is None or not 200 <= response.status < 300:
+    if response is None or dialect is None or not _answered(response.status, response.body):
         return []
     found = []
     try:
@@ -95,14 +111,30 @@ def stream_errors(interaction: Interaction) -> list[str]:
             problem = dialect.stream_error(name, payload)
             if problem is not None:
                 found.append(problem)
-    except (ViewError, TypeError, ValueError, KeyError, AttributeError):
+    except (ViewError, MalformedCassette, TypeError, ValueError, KeyError, AttributeError):
         return found  # what does not parse is the view's to report
     return found
 
 
+def _answered(status: int, body: object) -> bool:
+    """Whether an answer is one a view reads: a 2xx, or a WebSocket session's 101."""
+    return 200 <= status < 300 or isinstance(body, WebSocketBody)
+
+
 def _pieces(body: object) -> Iterator[Piece]:
-    """``(t in seconds or None, event name, payload)`` for every piece of a body."""
-    if isinstance(body, SseBody):
+    """``(t in seconds or None, event name, payload)`` for every piece of a body; for a
+    WebSocket session, every frame but a close, named by its sender."""
+    if isinstance(body, WebSocketBody):
+        for sent in frames_of(body.frames):
+            if sent.kind == "close":
+                continue
+            payload = sent.value
+            if payload is None and isinstance(sent.message, str):
+                payload = _maybe_json(sent.message)
+            elif payload is None and isinstance(sent.message, bytes):
+                payload = _json_bytes(sent.message)
+            yield sent.t / 1000, sent.sender, payload
+    elif isinstance(body, SseBody):
         for event in body.events:
             if "data" in event:
                 payload = event["data"]
@@ -149,6 +181,16 @@ def _seconds(t: object) -> float:
     if isinstance(t, bool) or not isinstance(t, int | float):
         raise ViewError(f"a piece is stamped {shown(t, 40)}, not a time in ms")
     return float(t) / 1000
+
+
+def _json_bytes(data: bytes) -> Any:
+    """A binary frame's JSON (the Gemini API sends its Live messages so), or its bytes."""
+    if data.lstrip()[:1] not in (b"{", b"["):
+        return data
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return data
 
 
 def _maybe_json(text: Any) -> Any:

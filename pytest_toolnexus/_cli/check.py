@@ -13,7 +13,7 @@ from typing import TextIO
 from pytest_toolnexus._answers.views import ViewError, dialect_of, stream_errors, view
 from pytest_toolnexus._safety.secrets import SecretScanner
 from pytest_toolnexus._seam.errors import CassetteError
-from pytest_toolnexus._store.cassette import Interaction, check_bodies
+from pytest_toolnexus._store.cassette import Interaction, WebSocketBody, check_bodies
 from pytest_toolnexus._store.place import link_message, link_out, project_root
 from pytest_toolnexus._store.streamed import StreamedCassette, read_streamed
 
@@ -119,12 +119,15 @@ def _check_one(path: Path, scanner: SecretScanner, out: TextIO) -> bool:
 def _read_answer(
     number: int, interaction: Interaction, problems: list[str], notes: list[str]
 ) -> None:
-    """A successful answer from a known provider's API that its provider view cannot read
-    goes to ``problems``; an answer that reports an error inside a 2xx (an ``event: error``
-    in a stream, a Responses ``response.failed``) to ``notes``: a test may record one on
-    purpose, so it is information, not a failure."""
+    """A successful answer from a known provider's API (a realtime API's WebSocket session
+    among them) that its provider view cannot read goes to ``problems``; an answer that
+    reports an error inside a 2xx (an ``event: error`` in a stream, a Responses
+    ``response.failed``) to ``notes``: a test may record one on purpose, so it is
+    information, not a failure."""
     response = interaction.response
-    if response is None or not 200 <= response.status < 300:
+    if response is None:
+        return
+    if not (200 <= response.status < 300 or isinstance(response.body, WebSocketBody)):
         return
     dialect = dialect_of(interaction)
     if dialect is None:

@@ -121,7 +121,8 @@ def _parser() -> argparse.ArgumentParser:
         "diff",
         help="compare two cassettes, interaction by interaction",
         description="Compare two cassettes: each request (method, URL, headers, body) and "
-        "response (status, headers, body, stream events and their times). Interactions are "
+        "response (status, headers, body, stream events or WebSocket frames both ways, and "
+        "their times). Interactions are "
         "paired by method and URL, in order. Exits 0 when they are equal, 1 when they differ, "
         "2 when a file cannot be read.",
         epilog=_DIFF_EXAMPLES,

@@ -107,7 +107,8 @@ _ARROWS: Final = {"client": "client >", "server": "< server"}
 
 def _frame_lines(body: WebSocketBody, t_end: float, width: int) -> Iterator[str]:
     """A WebSocket session's frames, both directions on one timeline: the client's marked
-    ``client >``, the server's ``< server``."""
+    ``client >``, the server's ``< server``; a built client frame that is a pattern says
+    ``matches``."""
     frames = [f for f in body.frames if hasattr(f, "get")]
     contents = [
         f"close {f.get('code', '')} {f.get('reason', '')}".rstrip()
@@ -124,6 +125,8 @@ def _frame_lines(body: WebSocketBody, t_end: float, width: int) -> Iterator[str]
         at = int(t / span * _BAR)
         bar = "." * at + "|" + " " * (_BAR - at)
         arrow = _ARROWS.get(str(frame.get("from")), "?")
+        if frame.get("pattern") is True:
+            text = f"matches {text}"  # a built client frame: any frame holding this matches
         yield f"  {t:9.1f} ms {bar} {arrow} {text}"
 
 

@@ -8,10 +8,11 @@ taken off by the undo:
   imports it from there when it connects, sync);
 - the asyncio client's ``connect`` class, whose one method that opens the connection
   (``connect.connect``, which ``await connect(...)``, ``async with connect(...)`` and
-  ``async for`` all go through) is replaced on the class. Patching the method rather than the
-  name serves the code that bound the class at import (google-genai's ``from
-  websockets.asyncio.client import connect as ws_connect``) and its subclasses (the openai
-  SDK's ``_WebSocketConnect``) alike;
+  ``async for`` all go through) is replaced on the class, and whose ``__init__`` is wrapped
+  to note the ``subprotocols`` offered (the library keeps them only in a closure). Patching
+  the method rather than the name serves the code that bound the class at import
+  (google-genai's ``from websockets.asyncio.client import connect as ws_connect``) and its
+  subclasses (the openai SDK's ``_WebSocketConnect``) alike;
 - aiohttp's ``ClientSession._ws_connect``, the coroutine ``ws_connect`` wraps.
 
 A replayed connection opens no socket; a recorded one is opened by the library's own code
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+import weakref
 from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
@@ -53,7 +55,9 @@ def _patch_sync(hub: Realtime) -> Undo:
         )
 
         def live(_: Handshake) -> Any:
-            return LiveConnection(original(uri, **kwargs))
+            # Entered as the library asks (websockets 17.1 warns of a connection that is
+            # not); the facade's close closes it.
+            return LiveConnection(original(uri, **kwargs).__enter__())
 
         return Connection(hub.connect(handshake, live))
 
@@ -76,22 +80,33 @@ def _patch_async(hub: Realtime) -> Undo:
     module = sys.modules["websockets.asyncio.client"]
     cls = module.connect
     original = cls.__dict__.get("connect")
-    if original is None:  # a websockets before the method this patch replaces: not served
-        return lambda: None
+    original_init = cls.__dict__.get("__init__")
+    if original is None or original_init is None:
+        return lambda: None  # a websockets before the methods this patch replaces: not served
+    # The library keeps the subprotocols offered only inside its connection factory: each
+    # instance made while the patch is on notes them here, for the handshake to say.
+    offered: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
+
+    def init(self: Any, uri: str, *args: Any, **kwargs: Any) -> None:
+        original_init(self, uri, *args, **kwargs)
+        offered[self] = tuple(kwargs.get("subprotocols") or ())
 
     async def open_connection(self: Any) -> Any:
-        handshake = Handshake(self.uri, headers_of(self.additional_headers))
+        handshake = Handshake(self.uri, headers_of(self.additional_headers), offered.get(self, ()))
 
         async def live(_: Handshake) -> Any:
             return AsyncLiveConnection(await original(self))
 
         return AsyncConnection(await hub.aconnect(handshake, live))
 
+    cls.__init__ = init
     cls.connect = open_connection
 
     def undo() -> None:
         if cls.__dict__.get("connect") is open_connection:
             cls.connect = original
+        if cls.__dict__.get("__init__") is init:
+            cls.__init__ = original_init
 
     return undo
 

@@ -24,8 +24,10 @@ from .anthropic import DIALECT as ANTHROPIC
 from .bedrock import DIALECT as BEDROCK
 from .bedrock import EXCEPTION_PREFIX
 from .gemini import DIALECT as GEMINI
+from .gemini_live import DIALECT as GEMINI_LIVE
 from .ollama import DIALECT as OLLAMA
 from .openai_chat import DIALECT as OPENAI_CHAT
+from .openai_realtime import DIALECT as OPENAI_REALTIME
 from .openai_responses import DIALECT as OPENAI_RESPONSES
 
 __all__ = [
@@ -34,9 +36,12 @@ __all__ = [
     "DIALECTS",
     "EXCEPTION_PREFIX",
     "GEMINI",
+    "GEMINI_LIVE",
     "OLLAMA",
     "OPENAI_CHAT",
+    "OPENAI_REALTIME",
     "OPENAI_RESPONSES",
+    "REALTIME",
     "Dialect",
     "Name",
     "Piece",
@@ -54,6 +59,8 @@ __all__ = [
 ]
 
 DIALECTS: Final[tuple[Dialect, ...]] = (
+    OPENAI_REALTIME,
+    GEMINI_LIVE,
     OPENAI_CHAT,
     OPENAI_RESPONSES,
     ANTHROPIC,
@@ -61,7 +68,11 @@ DIALECTS: Final[tuple[Dialect, ...]] = (
     OLLAMA,
     BEDROCK,
 )
-"""Every dialect, in the order they are asked; the first that claims a request speaks it."""
+"""Every dialect, in the order they are asked; the first that claims a request speaks it.
+The realtime dialects come first: they claim only a WebSocket handshake's ``GET``."""
+
+REALTIME: Final[frozenset[Dialect]] = frozenset({OPENAI_REALTIME, GEMINI_LIVE})
+"""The dialects spoken over a WebSocket: their answers are sessions of frames, both ways."""
 
 
 def provider_of(method: str, url: str, headers: Mapping[str, str] | None = None) -> Dialect | None:

@@ -29,12 +29,23 @@ __all__ = [
 ]
 
 
-Name = Literal["openai", "openai-responses", "anthropic", "gemini", "ollama", "bedrock"]
+Name = Literal[
+    "openai",
+    "openai-responses",
+    "anthropic",
+    "gemini",
+    "ollama",
+    "bedrock",
+    "openai-realtime",
+    "gemini-live",
+]
 
 Piece = tuple[float | None, str | None, Any]
 """One piece of an answer: ``(seconds since the request was sent or None, event name or None,
 payload)``. The payload is the parsed JSON of an SSE event, an NDJSON line, an event stream
-frame or a whole body, or its text when it is not JSON (``"[DONE]"``)."""
+frame or a whole body, or its text when it is not JSON (``"[DONE]"``). A WebSocket session's
+pieces are its frames, both ways: the name is the sender (``"client"`` or ``"server"``) and
+the time is from the moment the handshake was sent."""
 
 
 class ViewError(ValueError):

@@ -3,7 +3,9 @@
 A frame is compared as an HTTP body is (:class:`~pytest_toolnexus._session.body_part.BodyPart`):
 JSON by value, key order and whitespace never mattering, the ``ignore_body`` paths and the
 account-identifier keys left out; other text and bytes exactly. Volatile ids are ignored by
-default: OpenAI's client ``event_id``, which the SDK may stamp fresh on every event. A frame
+default: OpenAI's client ``event_id``, which the SDK may stamp fresh on every event. A built
+frame that is a pattern (:attr:`Frame.pattern`) is compared with what the sent frame holds at
+its own paths only: ``{"type": "response.create"}`` matches any ``response.create``. A frame
 that does not match is a miss that names the cassette, the connection, the frame expected
 (with a path diff) and the fix.
 """
@@ -58,6 +60,17 @@ def shown(message: Message | None, mask: Callable[[str], str], limit: int = 160)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _within(value: Any, pattern: Any) -> Any:
+    """``value`` cut down to the paths ``pattern`` holds: a map's keys the pattern's map
+    names (a key the value lacks stays absent, and so differs), recursively; a list of as
+    many items, each cut down to its own pattern; anything else whole."""
+    if isinstance(pattern, dict) and isinstance(value, dict):
+        return {key: _within(value[key], sub) for key, sub in pattern.items() if key in value}
+    if isinstance(pattern, list) and isinstance(value, list) and len(pattern) == len(value):
+        return [_within(item, sub) for item, sub in zip(value, pattern, strict=True)]
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class FrameMatcher:
     """Compares client frames with ``part`` (the session's body rules plus :data:`VOLATILE`);
@@ -77,6 +90,8 @@ class FrameMatcher:
             return [f"the recording expects the client to close here, and it sent {quoted}"], []
         was = _comparable_message(self.part, expected.message)
         now = _comparable_message(self.part, sent)
+        if expected.pattern and was[0] == now[0] == "json":
+            now = "json", _within(now[1], was[1])
         if was == now:
             return [], []
         # Masked before the diff, which cuts long values: a cut key would escape the mask.
@@ -101,10 +116,13 @@ class FrameMatcher:
                 "sent more than it did when it was recorded\n"
             )
         else:
-            body = (
-                f"  expected (recorded at {expected.t:.1f} ms): "
-                f"{shown(expected.message, self.mask)}\n"
-                + "".join(f"    {self.mask(line)}\n" for line in lines)
+            what = (
+                f"expected a frame holding (a built pattern, at {expected.t:.1f} ms)"
+                if expected.pattern
+                else f"expected (recorded at {expected.t:.1f} ms)"
+            )
+            body = f"  {what}: {shown(expected.message, self.mask)}\n" + "".join(
+                f"    {self.mask(line)}\n" for line in lines
             )
         hint = (
             f"  if these paths change on every run, ignore them: ignore_body={paths!r} on the "
@@ -112,8 +130,11 @@ class FrameMatcher:
             if paths
             else ""
         )
-        return CassetteMissError(
-            head + body + hint + "  Fix the code under test, or record the session again: "
-            "--cassette-record=all (or record='all' on the marker).",
-            path=str(self.path),
+        fix = (
+            "  Fix the code under test, or the session's turns where the cassette is built "
+            "(pytest_toolnexus.build: RealtimeTurn's asks)."
+            if expected is not None and expected.pattern
+            else "  Fix the code under test, or record the session again: "
+            "--cassette-record=all (or record='all' on the marker)."
         )
+        return CassetteMissError(head + body + hint + fix, path=str(self.path))

@@ -22,8 +22,8 @@ __all__ = ["FAILED_OUTCOMES", "cassette_page", "run_page"]
 FAILED_OUTCOMES: Final = ("failed", "error")
 
 _STYLE: Final = """
-:root{--ok:#1a7f37;--bad:#cf222e;--dim:#6e7781;--rec:#0969da;--del:#8250df;font:14px/1.4
-system-ui,-apple-system,"Segoe UI",sans-serif;color:#1f2328;background:#fff}
+:root{--ok:#1a7f37;--bad:#cf222e;--dim:#6e7781;--rec:#0969da;--del:#8250df;--out:#bc4c00;
+font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1f2328;background:#fff}
 body{margin:1.5em auto;max-width:1200px;padding:0 1em}
 h1{font-size:1.4em;margin:0 0 .3em}h2{font-size:1.1em;margin:1.5em 0 .4em}
 .sub{color:var(--dim)}
@@ -46,6 +46,7 @@ svg.timeline{display:block;width:900px;max-width:100%;height:auto;font:10px sans
 svg .tick{stroke:#eaeef2}svg text{fill:var(--dim)}svg .span{stroke:#8c959f}
 svg .sent{fill:#1f2328;r:2.5px}svg .rec{fill:#fff;stroke:var(--rec);stroke-width:1.5;r:3px;cy:-5px}
 svg .del{fill:var(--del);y:2px;width:5px;height:5px;transform:translateX(-2.5px)}
+svg .out{stroke:var(--out);cy:5px}
 svg .hdr{fill:var(--ok);y:-9px;width:2px;height:18px;transform:translateX(-1px)}
 svg .end{fill:#1f2328;y:-11px;width:2px;height:22px;transform:translateX(-1px)}
 svg .err{stroke:var(--bad);stroke-width:2.5}
@@ -150,6 +151,8 @@ _LEGEND: Final = (
     '<p class="legend">'
     '<span><i style="border:1.5px solid var(--rec);border-radius:50%"></i>recorded arrival'
     '</span><span><i style="background:var(--del)"></i>delivered to the client</span>'
+    '<span><i style="border:1.5px solid var(--out);border-radius:50%"></i>sent by the client '
+    "(WebSocket)</span>"
     '<span><i style="background:var(--ok);width:.2em"></i>headers</span>'
     '<span><i style="background:#1f2328;width:.2em"></i>end</span>'
     '<span><i style="color:var(--bad)">✕</i>error</span>'

@@ -8,7 +8,8 @@ lane's ``transform`` places it vertically and the page's style gives its size (S
 properties), and only a recorded piece carries a hover text (the request's list item under
 the drawing gives its headers and end times). Every mark carries the class ``mark`` and one
 of ``rec``, ``del``, ``hdr``, ``end``, ``err``, ``sleep``, which docs/report.md names, so a
-reader (or a test) can count them.
+reader (or a test) can count them. A WebSocket session draws both directions on its lane:
+the server's frames as recorded pieces, the client's as ``rec out`` marks below the line.
 """
 
 from __future__ import annotations
@@ -91,8 +92,9 @@ def _lane(request: Mapping[str, Any], y: float, x: Any) -> list[str]:
         parts.append(f'<rect class="mark hdr" x="{_num(x(start + request["headers_at"]))}"/>')
     for number, piece in enumerate(pieces):
         at = delivered[number] if number < len(delivered) else None
+        kind = "mark rec out" if piece.get("from") == "client" else "mark rec"
         parts.append(
-            f'<circle class="mark rec" cx="{_num(x(start + piece["t"]))}" '
+            f'<circle class="{kind}" cx="{_num(x(start + piece["t"]))}" '
             f'data-tip="{_piece_tip(piece, at)}"/>'
         )
     parts.extend(f'<rect class="mark del" x="{_num(x(start + at))}"/>' for at in delivered)

@@ -22,6 +22,7 @@ from pytest_toolnexus._store.cassette import (
     JsonBody,
     NdjsonBody,
     SseBody,
+    WebSocketBody,
 )
 
 __all__ = [
@@ -111,8 +112,32 @@ def _labels(payloads: Sequence[Any]) -> list[str]:
     return labels
 
 
+_ARROWS: Final = {"client": "client > ", "server": "< server "}
+
+
+def _frame_pieces(body: WebSocketBody) -> list[dict[str, Any]]:
+    """Each frame of a WebSocket session, both ways, on the one time axis: its time, a label
+    that says its direction (``client > ...``, ``< server ...``) and ``from``, its sender."""
+    frames = [f for f in body.frames if isinstance(f, Mapping)]
+    contents = [
+        f"close {f.get('code', '')} {f.get('reason', '')}".rstrip()
+        if f.get("kind") == "close"
+        else f.get("data", "")
+        for f in frames
+    ]
+    pieces = []
+    for frame, text in zip(frames, _labels(contents), strict=True):
+        sender = str(frame.get("from"))
+        piece = _piece(frame.get("t", 0.0), _ARROWS.get(sender, "? ") + text)
+        piece["from"] = sender
+        pieces.append(piece)
+    return pieces
+
+
 def _stream_pieces(body: Body) -> list[dict[str, Any]] | None:
     """Each stored piece of a stream body with its arrival, or None for a whole body."""
+    if isinstance(body, WebSocketBody):
+        return _frame_pieces(body)
     if isinstance(body, SseBody):
         texts = _labels([e.get("data", e.get("text", "")) for e in body.events])
         return [
@@ -134,8 +159,9 @@ def _stream_pieces(body: Body) -> list[dict[str, Any]] | None:
 
 def recorded_pieces(interaction: Interaction) -> list[dict[str, Any]]:
     """The pieces of the recorded response body, each ``{"t": ms, "label": text}``: one per
-    SSE event, NDJSON line, chunk, event-stream frame or timed JSON array element, or one
-    piece at the end for a body delivered whole. An answer that never came has none."""
+    SSE event, NDJSON line, chunk, event-stream frame or timed JSON array element, one per
+    WebSocket frame either way (with ``"from"``, its sender), or one piece at the end for a
+    body delivered whole. An answer that never came has none."""
     response = interaction.response
     if response is None:
         return []

@@ -5,7 +5,9 @@ A stored frame is a map: ``t`` (ms since the handshake was sent), ``from`` (``"c
 frame whose text is a JSON object or array is stored parsed (``data`` a map or an array)
 when it is sent again as the very text received (compact, or ``spaced`` as Python writes
 JSON); any other text as the text (``data`` a str); a binary frame as its bytes (``data`` bin); a
-close frame as its ``code`` and ``reason``. docs/cassette-format.md specifies the shape; the
+close frame as its ``code`` and ``reason``. A client text frame stored parsed may be a
+``pattern`` (the builder writes them): it matches any JSON frame that holds what it holds.
+docs/cassette-format.md specifies the shape; the
 body that holds the frames is :class:`~pytest_toolnexus._store.bodies.WebSocketBody`.
 """
 
@@ -38,6 +40,9 @@ class Frame:
     value: Any = None
     code: int | None = None
     reason: str = ""
+    pattern: bool = False
+    """A client frame that matches any JSON frame holding at least what ``value`` holds
+    (each key of a map, recursively, with an equal value)."""
 
 
 def message_of(value: Any, *, spaced: bool = False) -> str:
@@ -122,8 +127,14 @@ def _frame(raw: object, floor: float) -> Frame:
         spaced = raw.get("spaced", False)
         if not isinstance(spaced, bool):
             raise MalformedCassette("a websocket frame's 'spaced' must be a boolean")
+        pattern = raw.get("pattern", False)
+        if not isinstance(pattern, bool) or (pattern and sender != "client"):
+            raise MalformedCassette(
+                "a websocket frame's 'pattern' must be a boolean, and true on client frames only"
+            )
         try:
-            return Frame(t, sender, "text", message_of(data, spaced=spaced), value=data)
+            message = message_of(data, spaced=spaced)
+            return Frame(t, sender, "text", message, value=data, pattern=pattern)
         except (TypeError, ValueError, RecursionError) as exc:
             raise MalformedCassette(
                 f"a websocket text frame's data does not encode as JSON ({type(exc).__name__})"
