@@ -268,9 +268,9 @@ class Realtime:
 
     def leftovers(self) -> list[str]:
         """What replayed connections left unsent or unread, one sentence each, naming the
-        connection (not for a connection a fault cut short)."""
+        connection (not for a connection a fault changed, as for an HTTP answer)."""
         with self._lock:
-            playbacks = [p for p in self._playbacks if p.script.cut is None]
+            playbacks = [p for p in self._playbacks if not p.log.faults]
         return [
             f"WebSocket {playback.log.url}: {sentence}"
             for playback in playbacks

@@ -60,8 +60,8 @@ class ServerFrame:
 class Script:
     """What the recording expects of the client (``client``, in order) and what it answers
     (``server``, in order, each anchored). ``t_handshake`` is when the handshake's answer
-    arrived, in ms since it was sent. ``cut`` names the fault that cut the session short, if
-    one did: what the client then leaves unsent or unread is not reported."""
+    arrived, in ms since it was sent. ``cut`` names the fault that cut the session short or
+    stalled it for ever, if one did."""
 
     client: Sequence[Frame]
     server: Sequence[ServerFrame]
