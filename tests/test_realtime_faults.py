@@ -9,6 +9,7 @@ import asyncio
 import json
 import time
 import warnings
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -363,3 +364,60 @@ def test_a_websocket_fault_never_counts_an_http_request(fault):
     assert fault.targets(TransportRequest("GET", rt.URL.replace("ws://", "wss://")))
     assert not fault.targets(TransportRequest("GET", "http://127.0.0.1:9/v1/models"))
     assert not fault.targets(TransportRequest("POST", "https://api.openai.com/v1/responses"))
+
+
+# -- on the marker and the handle ------------------------------------------------------------
+
+MARKER_TESTS = """
+import pytest
+from openai import OpenAI
+from websockets.exceptions import ConnectionClosedError
+
+import realtime_cassette as rt
+from pytest_toolnexus import faults
+
+
+def talk():
+    with OpenAI(api_key="k", base_url=rt.BASE_URL).realtime.connect(model="gpt-realtime") as c:
+        return rt.talk(c)
+
+
+@pytest.mark.cassette("rt", faults=[faults.ws_drop(after_frame=5)])
+def test_a_fault_on_the_marker(cassette):
+    with pytest.raises(ConnectionClosedError):
+        talk()
+    assert cassette.websockets[0].closed.code == 1006
+
+
+@pytest.mark.cassette("rt")
+def test_a_fault_on_the_handle(cassette):
+    cassette.inject(faults.ws_close(4000, "bye", after_frame=1))
+    with pytest.raises(ConnectionClosedError) as closed:
+        talk()
+    assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (4000, "bye")
+
+
+@pytest.mark.cassette("rt", faults=faults.ws_drop(after_frame=12))
+def test_a_fault_the_recording_cannot_take(cassette):
+    talk()
+"""
+
+
+def test_websocket_faults_on_the_marker_and_on_the_handle(pytester):
+    folder = pytester.path / "cassettes" / "test_marker"
+    folder.mkdir(parents=True)
+    rt.write(folder / "rt.msgpack")
+    pytester.makepyfile(realtime_cassette=Path(rt.__file__).read_text())
+    pytester.makepyfile(test_marker=MARKER_TESTS)
+
+    result = pytester.runpytest("-p", "no:hypothesispytest", "-p", "no:cacheprovider", "-q")
+
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ReplayError: fault ws_drop(after_frame=12) cannot apply to the WebSocket "
+            f"{rt.URL} (interaction #0 of cassette *rt.msgpack): its recording has 11 server "
+            "frame(s). Give after_frame a number from 0 to 11."
+        ]
+    )
+    assert "UnusedInteractionsWarning" not in result.stdout.str()
