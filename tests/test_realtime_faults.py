@@ -271,6 +271,20 @@ def test_a_slow_handshake_delays_the_connection_and_all_that_follows(recorded):
     assert log.faults == ["ws_slow_handshake(2.5 s)"]
 
 
+def test_a_slow_handshake_through_the_async_sdk(recorded):
+    async def main():
+        async with use_cassette(recorded, faults=[faults.ws_slow_handshake(4)]) as cassette:
+            before = time.monotonic()
+            async with aclient().realtime.connect(model="gpt-realtime") as connection:
+                opened = time.monotonic() - before
+                await rt.atalk(connection)
+        return cassette, opened
+
+    cassette, opened = asyncio.run(main())
+    assert opened == pytest.approx(4.180, abs=1e-6)
+    assert [f.t for f in cassette.websockets[0].events()] == [t + 4000.0 for t in rt.SERVER_T]
+
+
 def test_a_refused_handshake_is_invalid_status_through_the_sdk(recorded):
     with use_cassette(recorded, faults=[faults.ws_refuse(401)]) as cassette:
         with pytest.raises(InvalidStatus) as refused:
@@ -421,3 +435,25 @@ def test_websocket_faults_on_the_marker_and_on_the_handle(pytester):
         ]
     )
     assert "UnusedInteractionsWarning" not in result.stdout.str()
+
+
+def test_after_the_last_frame_a_fault_comes_before_the_recorded_close(recorded):
+    with use_cassette(recorded, faults=[faults.ws_error(after_frame=11)]) as cassette:
+        ws = websockets.sync.client.connect(rt.URL)
+        ws.send(json.dumps({"type": "session.update", "session": rt.SESSION}))
+        ws.send(json.dumps({"type": "conversation.item.create", "item": rt.ITEM}))
+        ws.send(json.dumps({"type": "response.create"}))
+        read = [json.loads(ws.recv())["type"] for _ in range(12)]
+        ws.close()
+    assert read[-2:] == ["response.done", "error"]
+    assert cassette.websockets[0].events("error")[0].t == 900.0
+
+    with (
+        use_cassette(recorded, faults=[faults.ws_drop(after_frame=11)]) as cassette,
+        pytest.raises(ConnectionClosedError),
+        client().realtime.connect(model="gpt-realtime") as connection,
+    ):
+        rt.talk(connection, until="never")
+    (log,) = cassette.websockets
+    assert len(log.events()) == 11
+    assert (log.closed.code, log.closed.t) == (1006, 900.0)

@@ -86,8 +86,9 @@ def _messages(script: Script) -> list[int]:
 
 
 def _split(script: Script, k: int, fault: WebSocketFault, where: Where) -> int:
-    """Where server frame ``k`` sits in ``script.server`` (its length when ``k`` is the count):
-    refuses a ``k`` the recording does not reach."""
+    """Where server frame ``k`` sits in ``script.server`` (just after the last message when
+    ``k`` is their count, before a recorded close): refuses a ``k`` the recording does not
+    reach."""
     messages = _messages(script)
     if k > len(messages):
         raise where.refuse(
@@ -95,7 +96,9 @@ def _split(script: Script, k: int, fault: WebSocketFault, where: Where) -> int:
             f"its recording has {len(messages)} server frame(s)",
             f"Give after_frame a number from 0 to {len(messages)}.",
         )
-    return messages[k] if k < len(messages) else len(script.server)
+    if k < len(messages):
+        return messages[k]
+    return messages[-1] + 1 if messages else 0
 
 
 def _after(script: Script, position: int) -> tuple[int, float, float]:
