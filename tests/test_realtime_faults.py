@@ -457,3 +457,47 @@ def test_after_the_last_frame_a_fault_comes_before_the_recorded_close(recorded):
     (log,) = cassette.websockets
     assert len(log.events()) == 11
     assert (log.closed.code, log.closed.t) == (1006, 900.0)
+
+
+# -- on a session recorded from a live server ------------------------------------------------
+
+
+def a_text_turn(connection):
+    """A text turn over the SDK's sync connection, until ``response.done``: the event types."""
+    connection.conversation.item.create(item=rt.ITEM)
+    connection.response.create()
+    events = []
+    for event in connection:
+        events.append(event.type)
+        if event.type == "response.done":
+            break
+    return events
+
+
+def test_faults_apply_to_a_session_recorded_from_the_fake_realtime_server(tmp_path):
+    from tests.support import fake_realtime
+
+    path = tmp_path / "live.msgpack"
+    port, stop = fake_realtime.start()
+    sdk = OpenAI(api_key="test-key", base_url=f"http://127.0.0.1:{port}/v1")
+    try:
+        with (
+            use_cassette(path, record="all"),
+            sdk.realtime.connect(model="gpt-realtime") as connection,
+        ):
+            recorded = a_text_turn(connection)
+    finally:
+        stop()
+    assert recorded[-1] == "response.done"
+
+    with use_cassette(path, faults=[faults.ws_drop(after_frame=4)]) as cassette:
+        connection = sdk.realtime.connect(model="gpt-realtime").enter()
+        with pytest.raises(ConnectionClosedError):
+            a_text_turn(connection)
+        connection.close()
+    (log,) = cassette.websockets
+    assert [f.event for f in log.events()] == recorded[:4]
+    frames = cassette.interactions[0].response.body.frames
+    recorded_t = [f["t"] for f in frames if f["from"] == "server"]
+    assert [f.t for f in log.events()] == recorded_t[:4]
+    assert (log.closed.code, log.closed.t) == (1006, recorded_t[3])
