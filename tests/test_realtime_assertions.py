@@ -138,3 +138,16 @@ def test_a_log_opened_later_says_when(recorded):
     (log,) = cassette.websockets
     assert log.opened_at == pytest.approx(1.5, abs=1e-9)
     assert log.events()[0].t == 181.0  # still from its own handshake
+
+
+def test_a_frame_names_its_event_as_openai_and_gemini_live_send_it():
+    openai_event = WebSocketFrame("server", 1.0, '{"type":"response.done","response":{}}')
+    live = WebSocketFrame("server", 2.0, b'{"serverContent":{"turnComplete":true}}')
+    assert (openai_event.kind, openai_event.event) == ("text", "response.done")
+    assert (live.kind, live.event) == ("binary", "serverContent")  # Live's JSON comes as binary
+    assert live.data == {"serverContent": {"turnComplete": True}}
+    assert WebSocketFrame("server", 3.0, "not JSON {").event is None
+    assert WebSocketFrame("server", 3.0, b"\x00\xff").data is None
+    assert WebSocketFrame("server", 3.0, "[1, 2]").event is None  # an array names nothing
+    close = WebSocketFrame("server", 4.0, None, 1011, "overloaded")
+    assert (close.kind, close.data, close.event) == ("close", None, None)

@@ -22,12 +22,9 @@ def _json_of(message: Message | None) -> Any:
     binary frames), or None."""
     if message is None:
         return None
-    head = message[:1]
+    head = message.lstrip()[:1]
     if head not in ("{", "[", b"{", b"["):
-        stripped = message.lstrip()
-        head = stripped[:1]
-        if head not in ("{", "[", b"{", b"["):
-            return None
+        return None
     try:
         value = json.loads(message)
     except (ValueError, RecursionError):
