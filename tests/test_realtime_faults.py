@@ -501,3 +501,52 @@ def test_faults_apply_to_a_session_recorded_from_the_fake_realtime_server(tmp_pa
     recorded_t = [f["t"] for f in frames if f["from"] == "server"]
     assert [f.t for f in log.events()] == recorded_t[:4]
     assert (log.closed.code, log.closed.t) == (1006, recorded_t[3])
+
+
+def test_google_genai_reads_an_injected_close_as_its_own_api_error(tmp_path):
+    from google import genai
+    from google.genai import errors
+
+    from tests.support import fake_live
+
+    path = tmp_path / "live.msgpack"
+    server_tls, client_tls = fake_live.tls()
+    port, stop = fake_live.start(0, server_tls)
+    key = "AIza" + "Sy" + "B1xZ9" * 6 + "q"  # shaped as a Google API key: never written
+    options = {
+        "base_url": f"wss://127.0.0.1:{port}/live?key={key}",
+        "headers": {"x-goog-api-key": key},
+        "async_client_args": {"ssl": client_tls},
+    }
+
+    async def say_hi(text=""):
+        client = genai.Client(vertexai=True, http_options=options)
+        config = {"response_modalities": ["TEXT"]}
+        async with client.aio.live.connect(model="gemini-live-2.5-flash", config=config) as live:
+            hi = {"role": "user", "parts": [{"text": "Say hi"}]}
+            await live.send_client_content(turns=hi, turn_complete=True)
+            async for message in live.receive():
+                text += message.text or ""
+        return text
+
+    async def record():
+        async with use_cassette(path, record="all"):
+            return await say_hi()
+
+    try:
+        assert asyncio.run(record()) == "Hi there!"
+    finally:
+        stop()
+
+    async def replay():
+        fault = faults.ws_close(1011, "model overloaded", after_frame=2)
+        async with use_cassette(path, faults=[fault]) as cassette:
+            with pytest.raises(errors.APIError) as caught:
+                await say_hi()
+        return cassette, caught.value
+
+    cassette, error = asyncio.run(replay())
+    assert (error.code, str(error)) == (1011, "1011 None. model overloaded")
+    (log,) = cassette.websockets
+    assert [f.event for f in log.events()] == ["setupComplete", "serverContent"]
+    assert (log.closed.code, log.closed.reason) == (1011, "model overloaded")
