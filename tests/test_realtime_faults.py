@@ -550,3 +550,27 @@ def test_google_genai_reads_an_injected_close_as_its_own_api_error(tmp_path):
     (log,) = cassette.websockets
     assert [f.event for f in log.events()] == ["setupComplete", "serverContent"]
     assert (log.closed.code, log.closed.reason) == (1011, "model overloaded")
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        faults.prepend(503),
+        faults.stall(2),
+        faults.disconnect(after_event=1),
+        faults.connect_timeout(),
+        faults.rechunk("bytes"),
+    ],
+    ids=lambda fault: type(fault).__name__,
+)
+def test_an_http_fault_never_counts_a_websocket_handshake(recorded, fault):
+    assert not fault.targets(TransportRequest("GET", rt.URL))
+    assert fault.targets(TransportRequest("GET", "http://127.0.0.1:9/v1/models"))
+    with (
+        use_cassette(recorded, faults=[fault]) as cassette,
+        client().realtime.connect(model="gpt-realtime") as connection,
+    ):
+        events = rt.talk(connection)
+    assert kinds(events)[-1] == "response.done"
+    assert [f.t for f in cassette.websockets[0].events()] == rt.SERVER_T
+    assert cassette.requests[0].faults == []

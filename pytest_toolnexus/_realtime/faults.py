@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from pytest_toolnexus._seam.duplex import ABNORMAL
 from pytest_toolnexus._seam.errors import ReplayError
 from pytest_toolnexus._seam.transport import TransportRequest
-from pytest_toolnexus._session.faults import Fault, PrependFault
+from pytest_toolnexus._session.faults import Fault, PrependFault, is_websocket
 from pytest_toolnexus._store.cassette import RecordedError
 from pytest_toolnexus._store.ws_frames import Frame
 
@@ -43,13 +43,8 @@ __all__ = [
     "reshaped",
 ]
 
-_SCHEMES: Final = ("ws", "wss")
 RESERVED_CODES: Final = (1004, 1005, 1006, 1015)
 """Close codes no close frame may carry (RFC 6455, 7.4.1)."""
-
-
-def _is_websocket(request: TransportRequest) -> bool:
-    return urlsplit(request.url).scheme.lower() in _SCHEMES
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +67,7 @@ class WebSocketFault(Fault):
     """A fault that counts only WebSocket handshakes and reshapes the session's script."""
 
     def targets(self, request: TransportRequest) -> bool:
-        return _is_websocket(request) and Fault.targets(self, request)
+        return is_websocket(request) and self.matches(request)
 
     def reshape(self, script: Script, where: Where) -> Script:
         raise NotImplementedError
@@ -268,7 +263,7 @@ class RefuseFault(PrependFault):
     the client's next attempt)."""
 
     def targets(self, request: TransportRequest) -> bool:
-        return _is_websocket(request) and Fault.targets(self, request)
+        return is_websocket(request) and self.matches(request)
 
     def describe(self) -> str:
         return f"ws_refuse({self.status})"
