@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 from urllib.parse import urlsplit
 
 from pytest_toolnexus._seam.duplex import ABNORMAL
@@ -29,6 +29,7 @@ from pytest_toolnexus._session.faults import Fault, PrependFault, is_websocket
 from pytest_toolnexus._store.cassette import RecordedError
 from pytest_toolnexus._store.ws_frames import Frame
 
+from .playback import WAIT, Due, Playback
 from .script import HANDSHAKE, Script, ServerFrame
 
 __all__ = [
@@ -38,9 +39,11 @@ __all__ = [
     "RefuseFault",
     "SlowHandshakeFault",
     "StallFault",
+    "StalledPlayback",
     "WebSocketFault",
     "Where",
     "reshaped",
+    "stalled",
 ]
 
 RESERVED_CODES: Final = (1004, 1005, 1006, 1015)
@@ -267,6 +270,23 @@ class RefuseFault(PrependFault):
 
     def describe(self) -> str:
         return f"ws_refuse({self.status})"
+
+
+class StalledPlayback(Playback):
+    """The playback of a session a :class:`StallFault` stalled for ever: a frame held back
+    without end (its offset infinite) is never due, as one that answers a client frame not
+    sent yet is not."""
+
+    def next_due(self) -> Due | Literal["wait", "end"]:
+        due = super().next_due()
+        if isinstance(due, Due) and due.frame.offset == math.inf:
+            return WAIT
+        return due
+
+
+def stalled(script: Script) -> bool:
+    """Whether a fault stalled ``script`` for ever (it plays as a :class:`StalledPlayback`)."""
+    return any(s.offset == math.inf for s in script.server)
 
 
 def reshaped(script: Script, faults: Sequence[object], where: Where) -> Script:

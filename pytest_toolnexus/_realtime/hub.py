@@ -47,7 +47,7 @@ from pytest_toolnexus._store.records import corrupt_at
 from pytest_toolnexus._timing.clock import Clock
 
 from .expect import VOLATILE, FrameMatcher
-from .faults import Where, reshaped
+from .faults import StalledPlayback, Where, reshaped, stalled
 from .log import FrameLog, WebSocketLog
 from .playback import Playback
 from .record import AsyncRecordingConnection, RecordingConnection, Tee
@@ -253,7 +253,8 @@ class Realtime:
             session.record_mode,
             SecretScanner().mask,
         )
-        playback = Playback(script, session.clock, matcher, started, log, session.misses)
+        kind = StalledPlayback if stalled(script) else Playback
+        playback = kind(script, session.clock, matcher, started, log, session.misses)
         with self._lock:
             self._playbacks.append(playback)
         subprotocol = response.headers.get("sec-websocket-protocol")

@@ -75,6 +75,9 @@ Passed = WebSocketFrame
 """The name the recorder and the replay use for one frame that passed."""
 
 
+_Entry = tuple[Sender, float, Message | None, int | None, str]
+
+
 @dataclass
 class WebSocketLog:
     """The frames of one connection, in the order they passed, both ways.
@@ -82,13 +85,18 @@ class WebSocketLog:
     ``url`` is the handshake's (redacted), ``replayed`` says whether the cassette answered it,
     ``opened_at`` is when the handshake was sent, in seconds since the session started (as
     ``cassette.requests[i].sent_at``), and ``faults`` what each injected fault did to it.
+
+    A frame is noted as a plain tuple as it passes (replay and recording note one per frame,
+    on the path that hands it over), and becomes a :class:`WebSocketFrame` when
+    :attr:`frames` is read.
     """
 
     url: str
     replayed: bool
     opened_at: float = 0.0
     faults: list[str] = field(default_factory=list)
-    frames: list[WebSocketFrame] = field(default_factory=list)
+    _entries: list[_Entry] = field(default_factory=list, init=False, repr=False)
+    _built: list[WebSocketFrame] = field(default_factory=list, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def add(
@@ -100,10 +108,22 @@ class WebSocketLog:
         code: int | None = None,
         reason: str = "",
     ) -> None:
-        # Kept to the microsecond, as a cassette keeps times: the clock's readings are large
-        # numbers, and their difference carries float noise below that.
+        """Note a frame that passed (the recorder and the replay call this)."""
+        # list.append is atomic: the frames of two threads never tear, and keep their order.
+        self._entries.append((sender, t, message, code, reason))
+
+    @property
+    def frames(self) -> list[WebSocketFrame]:
+        """Every frame that passed, both ways, in order."""
         with self._lock:
-            self.frames.append(WebSocketFrame(sender, round(t, 3), message, code, reason))
+            built, entries = self._built, self._entries
+            # Kept to the microsecond, as a cassette keeps times: the clock's readings are
+            # large numbers, and their difference carries float noise below that.
+            built += [
+                WebSocketFrame(sender, round(t, 3), message, code, reason)
+                for sender, t, message, code, reason in entries[len(built) : len(entries)]
+            ]
+            return list(built)
 
     @property
     def sent(self) -> list[WebSocketFrame]:

@@ -9,7 +9,6 @@ both ways with their times. The connections in :mod:`.replay` only wait and hand
 
 from __future__ import annotations
 
-import math
 import threading
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -78,7 +77,7 @@ class Playback:
                 base: float | None = self.started
             else:
                 base = self._anchors[frame.anchor]
-            if base is None or frame.offset == math.inf:  # not asked yet, or a stall for ever
+            if base is None:
                 return WAIT
             at = max(base + frame.offset / 1000.0 / self.clock.speed, self._last_due)
             return Due(frame, at)
