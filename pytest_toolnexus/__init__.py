@@ -3,8 +3,9 @@
 The public API serves two audiences (README.md, "Public API"):
 
 - pytest users: the ``cassette`` handle (:class:`CassetteSession`, :func:`use_cassette` outside
-  pytest) and what it holds, the ``assert_*`` helpers, :class:`ModelTransport`, the modules
-  ``faults``, ``build`` and ``views``, and the errors and warnings a test may meet;
+  pytest) and what it holds (:class:`SentRequest`, :class:`WebSocketLog`), the ``assert_*``
+  helpers, :class:`ModelTransport`, the modules ``faults``, ``build`` and ``views``, and the
+  errors and warnings a test may meet;
 - seam authors: :class:`Transport`, :class:`AsyncTransport`, :class:`DualTransport`, the request
   and response types, the byte streams, :class:`Headers`, :class:`CancelToken`,
   :class:`HTTPBridge`, :class:`LiveTransport`, and the transport errors.
@@ -30,6 +31,8 @@ if _TYPE_CHECKING:
     from ._bridges.httpx import HTTPBridge as HTTPBridge
     from ._bridges.live import LiveTransport as LiveTransport
     from ._patching.outside import use_cassette as use_cassette
+    from ._realtime.log import WebSocketFrame as WebSocketFrame
+    from ._realtime.log import WebSocketLog as WebSocketLog
     from ._seam.cancel import CancelToken as CancelToken
     from ._seam.errors import AlreadyInstalledError as AlreadyInstalledError
     from ._seam.errors import CassetteError as CassetteError

@@ -12,13 +12,27 @@ in place of the recording (a prepended error, a connect timeout, a read timeout 
 headers) is not counted by the faults that reshape recorded answers, and a second such fault
 waits for the next request, so faults compose in the order given. What each fault did shows in
 ``cassette.requests[i].faults``.
+
+The ``ws_*`` faults act on WebSocket sessions (Realtime and Live APIs) and count only WebSocket
+handshakes: ``nth=1`` is the first connection opened. "Server frame k" counts the server's
+messages from 0: ``after_frame=k`` lets frames ``0 … k-1`` through (docs/faults.md).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from ._realtime.faults import (
+    RESERVED_CODES,
+    CloseFault,
+    DropFault,
+    ErrorFault,
+    RefuseFault,
+    SlowHandshakeFault,
+)
+from ._realtime.faults import StallFault as WebSocketStallFault
 from ._session.faults import (
     ConnectTimeoutFault,
     DisconnectFault,
@@ -41,6 +55,12 @@ __all__ = [
     "read_timeout",
     "rechunk",
     "stall",
+    "ws_close",
+    "ws_drop",
+    "ws_error",
+    "ws_refuse",
+    "ws_slow_handshake",
+    "ws_stall",
 ]
 
 
@@ -157,4 +177,126 @@ def error_event(
     chunk carrying ``error``); the stream ends there."""
     return ErrorEventFault(
         url=url, method=method, nth=nth, after_event=after_event, style=style, message=message
+    )
+
+
+# -- WebSocket sessions ---------------------------------------------------------------------
+
+
+def _after_frame(after_frame: int) -> int:
+    if isinstance(after_frame, bool) or not isinstance(after_frame, int) or after_frame < 0:
+        raise ValueError(
+            f"after_frame counts the server's frames from 0 (after_frame=k lets frames 0 to "
+            f"k-1 through), got {after_frame!r}"
+        )
+    return after_frame
+
+
+def ws_drop(*, after_frame: int, url: str | None = None, nth: int | None = 1) -> Fault:
+    """The connection drops without a close frame after server frames ``0 … after_frame-1``:
+    the client's next read fails with close code 1006 (websockets' ``ConnectionClosedError``,
+    aiohttp's ``CLOSE`` message with 1006)."""
+    return DropFault(url=url, nth=nth, after_frame=_after_frame(after_frame))
+
+
+def ws_close(
+    code: int = 1011,
+    reason: str = "",
+    *,
+    after_frame: int,
+    url: str | None = None,
+    nth: int | None = 1,
+) -> Fault:
+    """The server closes the connection with ``code`` and ``reason`` after server frames
+    ``0 … after_frame-1`` (1000 and 1001 read as a clean close, ``ConnectionClosedOK``)."""
+    if isinstance(code, bool) or not isinstance(code, int) or not 1000 <= code <= 4999:
+        raise ValueError(f"a close code is 1000 to 4999, got {code!r}")
+    if code in RESERVED_CODES:
+        fix = (
+            "use faults.ws_drop(after_frame=k) for a connection that drops without one"
+            if code == 1006
+            else "choose 1000 (normal), 1001 (going away), 1008 (policy), 1011 (server error) "
+            "or a code of your own from 4000"
+        )
+        raise ValueError(f"close code {code} is never sent in a close frame: {fix}")
+    if len(reason.encode("utf-8")) > 123:
+        raise ValueError("a close frame's reason is at most 123 bytes of UTF-8")
+    return CloseFault(
+        url=url, nth=nth, code=code, reason=reason, after_frame=_after_frame(after_frame)
+    )
+
+
+def ws_stall(
+    seconds: float = math.inf,
+    *,
+    after_frame: int,
+    url: str | None = None,
+    nth: int | None = 1,
+) -> Fault:
+    """Server frame ``after_frame`` and those after it that answer the same client frame come
+    ``seconds`` late; by default the server sends nothing more, so the client's own timeout
+    (``recv(timeout=...)``, on the virtual clock) is what ends the wait."""
+    if not seconds >= 0:
+        raise ValueError(f"a stall lasts 0 seconds or more (math.inf: for ever), got {seconds!r}")
+    return WebSocketStallFault(
+        url=url, nth=nth, seconds=seconds, after_frame=_after_frame(after_frame)
+    )
+
+
+def ws_error(
+    *,
+    after_frame: int,
+    message: str = "The server had an error while processing your request.",
+    error_type: str = "server_error",
+    code: str | None = None,
+    url: str | None = None,
+    nth: int | None = 1,
+) -> Fault:
+    """An OpenAI Realtime ``error`` event (``{"type": "error", "error": {"type", "code",
+    "message", ...}}``) after server frames ``0 … after_frame-1``; the recorded frames follow
+    it. Gemini Live has none: a Live session is refused with the fix (``ws_close``)."""
+    return ErrorFault(
+        url=url,
+        nth=nth,
+        after_frame=_after_frame(after_frame),
+        message=message,
+        error_type=error_type,
+        code=code,
+    )
+
+
+def ws_slow_handshake(seconds: float, *, url: str | None = None, nth: int | None = 1) -> Fault:
+    """The server answers the handshake ``seconds`` late (on the virtual clock); the session's
+    frames all move with it."""
+    if not 0 <= seconds < math.inf:
+        raise ValueError(f"a slow handshake takes a finite number of seconds, got {seconds!r}")
+    return SlowHandshakeFault(url=url, nth=nth, seconds=seconds)
+
+
+def ws_refuse(
+    status: int = 403,
+    *,
+    count: int = 1,
+    body: Literal["json", "html"] | str | bytes | Mapping[str, Any] = "json",
+    headers: Mapping[str, str] | None = None,
+    url: str | None = None,
+    nth: int = 1,
+) -> Fault:
+    """The server refuses ``count`` handshakes with ``status`` (websockets raises
+    ``InvalidStatus``, aiohttp ``WSServerHandshakeError``); the recorded session stays for the
+    attempt after them. ``body`` is as :func:`prepend`'s."""
+    if status == 101 or not 100 <= status <= 599:
+        raise ValueError(
+            f"a refused handshake answers an HTTP status other than 101 (401, 403, 429, 503 "
+            f"...), got {status!r}"
+        )
+    if count < 1 or nth < 1:
+        raise ValueError(f"count and nth start at 1, got count={count} and nth={nth}")
+    return RefuseFault(
+        url=url,
+        nth=nth,
+        status=status,
+        count=count,
+        body=body,
+        headers=dict(headers or {}),
     )

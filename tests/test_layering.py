@@ -93,9 +93,10 @@ LAYERS: list[tuple[str, ...]] = [
         "_session.replay_check",
         "_session.match",
     ),
-    # 12: faults (applied to a replay plan), the miss message (reading the match index), and
-    # the record of one request sent (it keeps the plan's shaper)
-    ("_session.faults", "_session.miss", "_session.sent"),
+    # 12: faults (applied to a replay plan), the miss message (reading the match index), the
+    # record of one request sent (it keeps the plan's shaper), and what passed on one
+    # WebSocket connection (the record a test reads back)
+    ("_session.faults", "_session.miss", "_session.sent", "_realtime.log"),
     # 13: the session, which composes them for one cassette: its request path and its life
     ("_session.*",),
     # 14: what builds on a session or on faults: the timing assertions, the builder of

@@ -72,6 +72,8 @@ EXPORTED = [
     "UnusedInteractionsWarning",
     "VcrpyMissError",
     "VirtualClockWarning",
+    "WebSocketFrame",
+    "WebSocketLog",
     "WireCheckError",
     "WriteError",
     "WriteTimeout",

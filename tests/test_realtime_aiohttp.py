@@ -11,7 +11,6 @@ import sys
 import aiohttp
 
 from pytest_toolnexus import load_cassette, use_cassette
-from pytest_toolnexus._realtime.hub import realtime_of
 from tests.support import fake_realtime
 
 
@@ -42,7 +41,7 @@ def test_aiohttp_ws_connect_records_then_replays(tmp_path):
 
         async def record():
             async with use_cassette(path, record="all") as session:
-                return await talk(url), realtime_of(session).connections
+                return await talk(url), session.websockets
 
         (kinds, text), logs = asyncio.run(record())
     finally:
@@ -57,7 +56,7 @@ def test_aiohttp_ws_connect_records_then_replays(tmp_path):
 
     async def replay():
         async with use_cassette(path) as session:
-            return await talk(url), realtime_of(session).connections
+            return await talk(url), session.websockets
 
     (again, again_text), logs = asyncio.run(replay())
 

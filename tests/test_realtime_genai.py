@@ -48,7 +48,6 @@ from google import genai
 from google.genai import types
 
 from pytest_toolnexus import NetworkBlockedError, load_cassette
-from pytest_toolnexus._realtime.hub import realtime_of
 from pytest_toolnexus._timing.virtual import VirtualClock
 
 REPLAY = bool(os.environ.get("LIVE_REPLAY"))
@@ -80,7 +79,7 @@ async def test_live(cassette, live_options):
         async for message in session.receive():
             text += message.text or ""
     assert text == "Hi there!It is sunny."
-    (log,) = realtime_of(cassette).connections
+    (log,) = cassette.websockets
     assert log.replayed == REPLAY
     assert "REDACTED" in log.url
     if not REPLAY:

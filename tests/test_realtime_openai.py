@@ -47,7 +47,6 @@ import time
 import pytest
 
 from pytest_toolnexus import NetworkBlockedError, load_cassette
-from pytest_toolnexus._realtime.hub import realtime_of
 from pytest_toolnexus._timing.virtual import VirtualClock
 
 LATE = float(os.environ.get("REALTIME_LATE", "0"))
@@ -72,7 +71,7 @@ def check(cassette, events):
     assert audio == bytes([0]) * 48 + bytes([1]) * 48 + bytes([2]) * 48
     assert args == '{"city":"Paris"}'
     print("EVENTS", json.dumps(kinds))
-    (log,) = realtime_of(cassette).connections
+    (log,) = cassette.websockets
     assert log.replayed == REPLAY
     if not REPLAY:
         return  # the cassette is written when the test is over

@@ -15,19 +15,24 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 # From the submodules: the patch runs when aiohttp.client is made, before aiohttp itself is.
+from aiohttp.client_exceptions import WSServerHandshakeError
+from aiohttp.client_reqrep import RequestInfo
 from aiohttp.client_ws import ClientWebSocketResponse
 from aiohttp.http_websocket import WSMessage, WSMsgType
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
 
 from pytest_toolnexus._seam.duplex import (
     ABNORMAL,
     Accepted,
     AsyncDuplexConnection,
     DuplexClosed,
+    DuplexRefused,
     Message,
 )
 from pytest_toolnexus._seam.headers import Headers
 
-__all__ = ["AioConnection", "AioLiveConnection", "headers_of"]
+__all__ = ["AioConnection", "AioLiveConnection", "headers_of", "refused_error"]
 
 _CLOSING = (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR)
 
@@ -42,6 +47,17 @@ def headers_of(given: object) -> Headers:
     if isinstance(given, Iterable):
         return Headers([(str(k), str(v)) for k, v in given])
     raise TypeError(f"headers must be a mapping or pairs, got {type(given).__name__}")
+
+
+def refused_error(refused: DuplexRefused) -> WSServerHandshakeError:
+    """aiohttp's exception for a handshake the server refused, as ``ws_connect`` raises it
+    (the request's headers left out: they hold the credentials)."""
+    url = URL(refused.url)
+    info = RequestInfo(url, "GET", CIMultiDictProxy(CIMultiDict()), url)
+    headers = CIMultiDictProxy(CIMultiDict(refused.headers.multi_items()))
+    return WSServerHandshakeError(
+        info, (), message="Invalid response status", status=refused.status, headers=headers
+    )
 
 
 class AioLiveConnection:

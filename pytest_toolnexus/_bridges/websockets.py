@@ -12,11 +12,17 @@ live one.
 
 from __future__ import annotations
 
+import http
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from websockets.datastructures import Headers as WsHeaders
-from websockets.exceptions import ConnectionClosed, ConnectionClosedError, ConnectionClosedOK
+from websockets.exceptions import (
+    ConnectionClosed,
+    ConnectionClosedError,
+    ConnectionClosedOK,
+    InvalidStatus,
+)
 from websockets.frames import Close
 from websockets.http11 import Response
 
@@ -32,6 +38,7 @@ from pytest_toolnexus._seam.duplex import (
     AsyncDuplexConnection,
     DuplexClosed,
     DuplexConnection,
+    DuplexRefused,
     Message,
 )
 from pytest_toolnexus._seam.headers import Headers
@@ -43,6 +50,7 @@ __all__ = [
     "LiveConnection",
     "closed_error",
     "headers_of",
+    "refused_error",
 ]
 
 _OK_CODES = (1000, 1001)
@@ -85,6 +93,17 @@ def closed_error(closed: DuplexClosed) -> ConnectionClosed:
     by_server = closed.by == "server"
     kind = ConnectionClosedOK if closed.code in _OK_CODES else ConnectionClosedError
     return kind(frame, frame, by_server)
+
+
+def refused_error(refused: DuplexRefused) -> InvalidStatus:
+    """The library's exception for a handshake the server refused: ``InvalidStatus``, whose
+    ``response`` holds the status, the headers and the body."""
+    try:
+        phrase = http.HTTPStatus(refused.status).phrase
+    except ValueError:
+        phrase = ""
+    headers = WsHeaders(refused.headers.multi_items())
+    return InvalidStatus(Response(refused.status, phrase, headers, refused.body))
 
 
 class LiveConnection:

@@ -29,7 +29,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from pytest_toolnexus._realtime.hub import Realtime, SessionLike, realtime_of
-from pytest_toolnexus._seam.duplex import Handshake
+from pytest_toolnexus._seam.duplex import DuplexRefused, Handshake
 
 from .imports import when_imported
 
@@ -40,7 +40,12 @@ Undo = Callable[[], None]
 
 def _patch_sync(hub: Realtime) -> Undo:
     # The bridge imports the library: only once the code under test has imported it.
-    from pytest_toolnexus._bridges.websockets import Connection, LiveConnection, headers_of
+    from pytest_toolnexus._bridges.websockets import (
+        Connection,
+        LiveConnection,
+        headers_of,
+        refused_error,
+    )
 
     module = sys.modules["websockets.sync.client"]
     original = getattr(module, "connect")  # noqa: B009 - a module's name, typed as Any
@@ -59,7 +64,10 @@ def _patch_sync(hub: Realtime) -> Undo:
             # not); the facade's close closes it.
             return LiveConnection(original(uri, **kwargs).__enter__())
 
-        return Connection(hub.connect(handshake, live))
+        try:
+            return Connection(hub.connect(handshake, live))
+        except DuplexRefused as refused:
+            raise refused_error(refused) from None
 
     setattr(module, "connect", connect)  # noqa: B010 - a module's name, typed as Any
 
@@ -75,6 +83,7 @@ def _patch_async(hub: Realtime) -> Undo:
         AsyncConnection,
         AsyncLiveConnection,
         headers_of,
+        refused_error,
     )
 
     module = sys.modules["websockets.asyncio.client"]
@@ -97,7 +106,10 @@ def _patch_async(hub: Realtime) -> Undo:
         async def live(_: Handshake) -> Any:
             return AsyncLiveConnection(await original(self))
 
-        return AsyncConnection(await hub.aconnect(handshake, live))
+        try:
+            return AsyncConnection(await hub.aconnect(handshake, live))
+        except DuplexRefused as refused:
+            raise refused_error(refused) from None
 
     cls.__init__ = init
     cls.connect = open_connection
@@ -114,7 +126,12 @@ def _patch_async(hub: Realtime) -> Undo:
 def _patch_aiohttp(hub: Realtime) -> Undo:
     from yarl import URL
 
-    from pytest_toolnexus._bridges.aiohttp_ws import AioConnection, AioLiveConnection, headers_of
+    from pytest_toolnexus._bridges.aiohttp_ws import (
+        AioConnection,
+        AioLiveConnection,
+        headers_of,
+        refused_error,
+    )
 
     cls = sys.modules["aiohttp.client"].ClientSession
     original = cls.__dict__["_ws_connect"]
@@ -129,7 +146,10 @@ def _patch_aiohttp(hub: Realtime) -> Undo:
         async def live(_: Handshake) -> Any:
             return AioLiveConnection(await original(self, url, **kwargs))
 
-        return AioConnection(await hub.aconnect(handshake, live))
+        try:
+            return AioConnection(await hub.aconnect(handshake, live))
+        except DuplexRefused as refused:
+            raise refused_error(refused) from None
 
     cls._ws_connect = ws_connect
 

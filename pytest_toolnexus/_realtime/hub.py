@@ -25,6 +25,7 @@ from pytest_toolnexus._seam.duplex import (
     AsyncDuplexConnection,
     AsyncDuplexTransport,
     DuplexConnection,
+    DuplexRefused,
     DuplexTransport,
     Handshake,
 )
@@ -46,7 +47,8 @@ from pytest_toolnexus._store.records import corrupt_at
 from pytest_toolnexus._timing.clock import Clock
 
 from .expect import VOLATILE, FrameMatcher
-from .log import FrameLog
+from .faults import StalledPlayback, Where, reshaped, stalled
+from .log import FrameLog, WebSocketLog
 from .playback import Playback
 from .record import AsyncRecordingConnection, RecordingConnection, Tee
 from .replay import AsyncReplayedConnection, ReplayedConnection
@@ -77,6 +79,9 @@ class SessionLike(Protocol):
     @property
     def interactions(self) -> list[Interaction]: ...
 
+    @property
+    def websockets(self) -> list[WebSocketLog]: ...
+
     def transport_for(self, live: Transport | None) -> Transport: ...
 
     def async_transport_for(self, live: AsyncTransport | None) -> AsyncTransport: ...
@@ -99,14 +104,21 @@ def _upgrade(accepted: Accepted) -> Headers:
     return headers
 
 
+def _refused(handshake: Handshake, response: TransportResponse, content: bytes) -> DuplexRefused:
+    """The error for a handshake answered with another status than 101 (a fault that refuses
+    it, or a recorded refusal)."""
+    return DuplexRefused(redact_url(handshake.url), response.status, response.headers, content)
+
+
 class Realtime:
     """The WebSocket connections of one session, recorded or replayed."""
 
     def __init__(self, session: SessionLike) -> None:
         self._session = session
         self._lock = threading.Lock()
-        self.connections: list[FrameLog] = []
-        """Every connection opened, in order: what passed both ways, with its times."""
+        self.connections: list[FrameLog] = session.websockets
+        """Every connection opened, in order: what passed both ways, with its times (the
+        session's ``websockets``)."""
         self._playbacks: list[Playback] = []
 
     # -- opening --------------------------------------------------------------------------
@@ -127,6 +139,9 @@ class Realtime:
 
         request = _request(handshake)
         response = session.transport_for(handshake_live)(request)
+        if not opened and response.status != 101:
+            content = b"".join(response.body) if isinstance(response.body, ByteStream) else b""
+            raise _refused(handshake, response, content)
         log = self._log(handshake, replayed=not opened)
         if opened:
             body = response.body
@@ -135,6 +150,9 @@ class Realtime:
         if isinstance(response.body, ByteStream):
             response.body.close()
         playback, accepted = self._playback(handshake, log, started)
+        late = self._handshake_due(playback)
+        if late is not None:
+            session.clock.wait_until(late)
         return ReplayedConnection(playback, accepted)
 
     async def aconnect(
@@ -155,6 +173,11 @@ class Realtime:
 
         request = _request(handshake)
         response = await session.async_transport_for(handshake_live)(request)
+        if not opened and response.status != 101:
+            content = b""
+            if isinstance(response.body, AsyncByteStream):
+                content = b"".join([chunk async for chunk in response.body])
+            raise _refused(handshake, response, content)
         log = self._log(handshake, replayed=not opened)
         if opened:
             body = response.body
@@ -164,13 +187,34 @@ class Realtime:
         if isinstance(response.body, AsyncByteStream):
             await response.body.aclose()
         playback, accepted = self._playback(handshake, log, started)
+        late = self._handshake_due(playback)
+        if late is not None:
+            await session.clock.await_until(late)
         return AsyncReplayedConnection(playback, accepted)
 
+    def _sent(self, url: str) -> SentRequest | None:
+        """The record of the handshake to ``url`` (redacted) the session just routed."""
+        return next(
+            (r for r in reversed(self._session.requests) if r.url == url and r.method == "GET"),
+            None,
+        )
+
     def _log(self, handshake: Handshake, *, replayed: bool) -> FrameLog:
-        log = FrameLog(redact_url(handshake.url), replayed)
+        url = redact_url(handshake.url)
+        sent = self._sent(url)
+        log = FrameLog(url, replayed)
+        if sent is not None:
+            log.opened_at = sent.sent_at
+            log.faults = list(sent.faults)
         with self._lock:
             self.connections.append(log)
         return log
+
+    def _handshake_due(self, playback: Playback) -> float | None:
+        """When the handshake's answer is due, if a fault made it later than now."""
+        clock = self._session.clock
+        due = playback.started + playback.script.t_handshake / 1000.0 / clock.speed
+        return due if due > clock.now() else None
 
     def _playback(
         self, handshake: Handshake, log: FrameLog, started: float
@@ -178,15 +222,8 @@ class Realtime:
         """The playback of the recorded session the handshake was just matched to."""
         session = self._session
         url = redact_url(handshake.url)
-        sent = next(
-            (
-                r
-                for r in reversed(session.requests)
-                if r.replayed and r.url == url and r.method == "GET"
-            ),
-            None,
-        )
-        if sent is None or sent.interaction is None:
+        sent = self._sent(url)
+        if sent is None or not sent.replayed or sent.interaction is None:
             raise ReplayError(
                 f"the WebSocket handshake to {url} was answered by an injected fault, "
                 "which cannot answer a WebSocket session"
@@ -205,6 +242,7 @@ class Realtime:
             ) from exc
         except (MalformedCassette, TypeError, RecursionError) as exc:
             raise self._corrupt(position, exc) from exc
+        script = reshaped(script, sent.applied_faults, Where(session.path, url, position))
         response = interaction.response
         assert response is not None
         body = session.rules.body
@@ -215,7 +253,8 @@ class Realtime:
             session.record_mode,
             SecretScanner().mask,
         )
-        playback = Playback(script, session.clock, matcher, started, log, session.misses)
+        kind = StalledPlayback if stalled(script) else Playback
+        playback = kind(script, session.clock, matcher, started, log, session.misses)
         with self._lock:
             self._playbacks.append(playback)
         subprotocol = response.headers.get("sec-websocket-protocol")
@@ -230,9 +269,9 @@ class Realtime:
 
     def leftovers(self) -> list[str]:
         """What replayed connections left unsent or unread, one sentence each, naming the
-        connection."""
+        connection (not for a connection a fault changed, as for an HTTP answer)."""
         with self._lock:
-            playbacks = list(self._playbacks)
+            playbacks = [p for p in self._playbacks if not p.log.faults]
         return [
             f"WebSocket {playback.log.url}: {sentence}"
             for playback in playbacks

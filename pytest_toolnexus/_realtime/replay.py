@@ -11,6 +11,7 @@ which frame it waits for.
 
 from __future__ import annotations
 
+import math
 from typing import Final
 
 import anyio
@@ -35,6 +36,8 @@ def _stuck(playback: Playback, due: str) -> ReplayError:
             "the recording has no further server frame: the client read them all, and the "
             "session was closed there when it was recorded"
         )
+    elif playback.script.server[playback.read].offset == math.inf:
+        what = f"the server sends nothing more (fault {playback.script.cut})"
     else:
         server = playback.script.server[playback.read]
         anchor = playback.script.client[server.anchor]

@@ -60,11 +60,13 @@ class ServerFrame:
 class Script:
     """What the recording expects of the client (``client``, in order) and what it answers
     (``server``, in order, each anchored). ``t_handshake`` is when the handshake's answer
-    arrived, in ms since it was sent."""
+    arrived, in ms since it was sent. ``cut`` names the fault that cut the session short or
+    stalled it for ever, if one did."""
 
     client: Sequence[Frame]
     server: Sequence[ServerFrame]
     t_handshake: float
+    cut: str | None = None
 
     @classmethod
     def of(cls, interaction: Interaction) -> Script:

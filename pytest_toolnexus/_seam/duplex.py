@@ -6,9 +6,9 @@ subprotocols offered) and returns a :class:`DuplexConnection`: messages go out w
 and come in with ``recv`` (``str`` for a text frame, ``bytes`` for a binary one), and
 ``close`` ends it. When the other side has closed, ``recv`` and ``send`` raise
 :class:`DuplexClosed` with the close code and reason (1006 when the connection dropped
-without a close frame). The async seam mirrors it. A client written to this seam is served by
-record and replay without any patching; the websockets bridge turns the library's clients
-into callers of it.
+without a close frame); a handshake the server refuses raises :class:`DuplexRefused`. The
+async seam mirrors it. A client written to this seam is served by record and replay without
+any patching; the websockets bridge turns the library's clients into callers of it.
 
 Recording tees a live connection's frames into the session's recorder as the body of the
 handshake's 101 answer: each frame one chunk of a byte stream, packed by :func:`pack_frame`,
@@ -32,6 +32,7 @@ __all__ = [
     "AsyncDuplexTransport",
     "DuplexClosed",
     "DuplexConnection",
+    "DuplexRefused",
     "DuplexTransport",
     "Handshake",
     "Message",
@@ -78,6 +79,19 @@ class DuplexClosed(Exception):
         self.code = code
         self.reason = reason
         self.by = by
+
+
+class DuplexRefused(Exception):
+    """The server refused the handshake: it answered ``status`` (not 101) with ``headers``
+    and ``body``. A bridge raises its library's own error for it (websockets'
+    ``InvalidStatus``, aiohttp's ``WSServerHandshakeError``)."""
+
+    def __init__(self, url: str, status: int, headers: Headers, body: bytes = b"") -> None:
+        super().__init__(f"the server refused the WebSocket handshake to {url}: HTTP {status}")
+        self.url = url
+        self.status = status
+        self.headers = headers
+        self.body = body
 
 
 class DuplexConnection(Protocol):

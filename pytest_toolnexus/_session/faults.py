@@ -48,6 +48,7 @@ __all__ = [
     "Shaping",
     "StallFault",
     "error_body",
+    "is_websocket",
 ]
 
 # pytest leaves this module's frames out of a failure's traceback when the error is one the
@@ -91,12 +92,18 @@ def _html(status: int) -> str:
     )
 
 
+def is_websocket(request: TransportRequest) -> bool:
+    """Whether ``request`` is a WebSocket's handshake."""
+    return request.url[:6].lower().startswith(("ws://", "wss://"))
+
+
 @dataclass(frozen=True, slots=True)
 class Fault:
     """What every fault shares: which requests it targets.
 
     ``url`` (a substring) and ``method`` narrow the requests the fault counts; ``nth`` picks
-    which of those (1 is the first) it applies to, or ``None`` for every one.
+    which of those (1 is the first) it applies to, or ``None`` for every one. A WebSocket
+    handshake (a ``ws://`` or ``wss://`` URL) is counted by the WebSocket faults alone.
     """
 
     url: str | None = None
@@ -104,6 +111,12 @@ class Fault:
     nth: int | None = 1
 
     def targets(self, request: TransportRequest) -> bool:
+        if is_websocket(request):
+            return False
+        return self.matches(request)
+
+    def matches(self, request: TransportRequest) -> bool:
+        """Whether ``url`` and ``method`` name ``request``."""
         if self.method is not None and request.method != self.method.upper():
             return False
         return self.url is None or self.url in request.url

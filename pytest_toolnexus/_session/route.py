@@ -381,6 +381,7 @@ class RequestPath:
                 interaction=position,
                 body=request.body,
                 faults=[description for _, description in shapers],
+                applied_faults=tuple(fault for fault, _ in shapers),
             )
             self.requests.append(sent)
             # Numbered in the order requests were sent: the cassette keeps that order.

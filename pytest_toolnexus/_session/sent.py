@@ -44,6 +44,9 @@ class SentRequest:
     faults: list[str] = field(default_factory=list)
     deliveries: list[float] = field(default_factory=list)
     complete: bool = False
+    applied_faults: tuple[object, ...] = field(default=(), repr=False, compare=False)
+    """The fault objects behind ``faults``, in the order applied (a WebSocket's replay reads
+    the ones that shape its frames)."""
 
     @property
     def first_delivery(self) -> float | None:

@@ -24,6 +24,7 @@ from typing import Any, Final, Literal, cast
 from pytest_toolnexus._answers.views import ProviderView
 from pytest_toolnexus._bridges.httpx import HTTPBridge
 from pytest_toolnexus._patching.install import Installation, SessionClosedError, State
+from pytest_toolnexus._realtime.log import WebSocketLog
 from pytest_toolnexus._seam.errors import (
     CassetteFormatError,
     CassetteMissError,
@@ -202,6 +203,7 @@ class CassetteSession:
         self._uninstall: Callable[[], object] | None = None
         self._installation: Installation | None = None  # the one this session opened itself
         self._sleeps: list[Sleep] = []
+        self._websockets: list[WebSocketLog] = []
         self._t0 = self.clock.now()
         self._elapsed0 = self.clock.elapsed if isinstance(self.clock, VirtualClock) else 0.0
         if self._may_record:
@@ -299,6 +301,13 @@ class CassetteSession:
     def requests(self) -> list[SentRequest]:
         """Every request sent through this cassette, in order, as a :class:`SentRequest`."""
         return self._route.requests
+
+    @property
+    def websockets(self) -> list[WebSocketLog]:
+        """Every WebSocket connection opened through this cassette, in order, as a
+        :class:`~pytest_toolnexus.WebSocketLog`: the frames sent and delivered both ways, each
+        with its time (docs/realtime.md, "What the test can assert")."""
+        return self._websockets
 
     @property
     def misses(self) -> list[CassetteMissError]:

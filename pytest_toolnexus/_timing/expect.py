@@ -2,7 +2,10 @@
 
 Each takes plain numbers (seconds, as the test read them from ``time.monotonic()``) or what a
 :class:`CassetteSession` observed, and fails with a sentence that says what happened, with
-times given as offsets from the request.
+times given as offsets from the request. ``assert_incremental`` and
+``assert_time_to_first_event`` also take a WebSocket connection's log
+(``cassette.websockets[i]``) and judge its server frames, chosen by event name (``events=``),
+in seconds since the handshake was sent.
 
 The same assertion holds while recording and on replay: given what the session observed, the
 default tolerance is exact (1 ms) when the times come from a replay on the virtual or instant
@@ -16,6 +19,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Final
 
+from pytest_toolnexus._realtime.log import WebSocketFrame, WebSocketLog
 from pytest_toolnexus._session.session import CassetteSession, SentRequest
 
 from .clock import RealClock
@@ -55,13 +59,43 @@ def _requests(source: CassetteSession | Sequence[SentRequest]) -> list[SentReque
     return list(source.requests) if isinstance(source, CassetteSession) else list(source)
 
 
+def _names(events: str | Sequence[str] | None) -> tuple[str, ...]:
+    if events is None:
+        return ()
+    return (events,) if isinstance(events, str) else tuple(events)
+
+
+def _named(names: tuple[str, ...], what: str | None, plural: bool) -> str:
+    """What the server frames chosen by ``names`` are called in a message."""
+    if what is not None:
+        return what
+    if not names:
+        return "server frames" if plural else "server frame"
+    return " or ".join(names) + (" frames" if plural else "")
+
+
+def _answered(log: WebSocketLog, first: WebSocketFrame) -> tuple[float, str]:
+    """The time (s since the handshake) and name of the client frame ``first`` answers: the
+    last one sent before it (the handshake when none was)."""
+    origin, name = 0.0, "the handshake"
+    for number, frame in enumerate(f for f in log.frames if f.sender == "client"):
+        if frame.t > first.t:
+            break
+        origin = frame.t / 1000.0
+        name = f"client frame #{number}" + (f" ({frame.event})" if frame.event else "")
+    return origin, name
+
+
 def _tolerance(
-    given: float | None, source: CassetteSession | Sequence[SentRequest] | SentRequest | None
+    given: float | None,
+    source: CassetteSession | Sequence[SentRequest] | SentRequest | WebSocketLog | None,
 ) -> float:
     """``given``, or the default for where the times came from (see the module docstring)."""
     if given is not None:
         return given
-    if isinstance(source, CassetteSession):
+    if isinstance(source, WebSocketLog):
+        real = not source.replayed
+    elif isinstance(source, CassetteSession):
         real = isinstance(source.clock, RealClock)
     elif isinstance(source, SentRequest):
         real = not source.replayed
@@ -73,13 +107,14 @@ def _tolerance(
 
 
 def assert_incremental(
-    arrivals: Sequence[float],
+    arrivals: Sequence[float] | WebSocketLog,
     *,
     expected: Sequence[float] | None = None,
     tolerance: float | None = None,
     min_spread: float | None = None,
     sent_at: float | None = None,
-    what: str = "events",
+    what: str | None = None,
+    events: str | Sequence[str] | None = None,
 ) -> None:
     """Fail unless the pieces of a stream reached the client's code one by one, over time.
 
@@ -93,7 +128,22 @@ def assert_incremental(
     within ``tolerance`` (default 1 ms); both lists must be read on the same clock, from the
     same origin. ``min_spread`` asks for at least that long between first and last. Messages
     give times from ``sent_at`` when given, else as the caller's clock read them.
+
+    A WebSocket connection's log (``cassette.websockets[i]``) is judged by the server frames
+    named in ``events`` (OpenAI's ``type``, Gemini Live's first key: every server message when
+    none is named), each at the time ``recv`` handed it to the client, in seconds since the
+    handshake was sent; ``expected`` is given from the same origin, and the default tolerance
+    is exact on a replay.
     """
+    names = _names(events)
+    log: WebSocketLog | None = None
+    if isinstance(arrivals, WebSocketLog):
+        log = arrivals
+        arrivals = log.arrivals(*names)
+        what = _named(names, what, plural=True)
+    elif names:
+        raise TypeError("events= chooses a WebSocket log's frames: pass cassette.websockets[i]")
+    what = what or "events"
     if isinstance(arrivals, SentRequest):
         raise TypeError(
             "assert_incremental() takes the times each piece reached your code, not a "
@@ -107,7 +157,7 @@ def assert_incremental(
     # Buffering and order are judged at 1 ms unless told otherwise, even on real time: a
     # buffered client hands over every piece within microseconds.
     instant = EXACT_TOLERANCE if tolerance is None else tolerance
-    tolerance = _tolerance(tolerance, None)
+    tolerance = _tolerance(tolerance, log)
     if len(times) < 2:
         raise AssertionError(
             f"cannot judge incremental delivery from {len(times)} {what}; "
@@ -152,17 +202,32 @@ def assert_incremental(
 
 
 def assert_time_to_first_event(
-    arrivals: Sequence[float] | SentRequest,
+    arrivals: Sequence[float] | SentRequest | WebSocketLog,
     *,
     sent_at: float | None = None,
     equals: float | None = None,
     at_most: float | None = None,
     at_least: float | None = None,
     tolerance: float | None = None,
-    what: str = "event",
+    what: str | None = None,
+    events: str | Sequence[str] | None = None,
 ) -> float:
     """Check the time from sending the request (``sent_at``, or the request's own send time)
-    to the first piece of the body, and return it."""
+    to the first piece of the body, and return it.
+
+    For a WebSocket connection's log (``cassette.websockets[i]``) it is the time to the first
+    server frame named in ``events`` (time to first audio: ``events=("response.output_audio.
+    delta", "response.audio.delta")``), from the client frame it answers (the last one sent
+    before it, or the handshake), or from ``sent_at`` seconds after the handshake was sent.
+    """
+    names = _names(events)
+    if isinstance(arrivals, WebSocketLog):
+        return _websocket_first(
+            arrivals, names, sent_at, equals, at_most, at_least, tolerance, what
+        )
+    if names:
+        raise TypeError("events= chooses a WebSocket log's frames: pass cassette.websockets[i]")
+    what = what or "event"
     tolerance = _tolerance(tolerance, arrivals if isinstance(arrivals, SentRequest) else None)
     if isinstance(arrivals, SentRequest):
         origin = arrivals.sent_at if sent_at is None else sent_at
@@ -186,6 +251,48 @@ def assert_time_to_first_event(
     if at_least is not None and first < at_least - tolerance:
         raise AssertionError(f"time to first {what} was {_s(first)}, less than {_s(at_least)}")
     return first
+
+
+def _websocket_first(
+    log: WebSocketLog,
+    names: tuple[str, ...],
+    sent_at: float | None,
+    equals: float | None,
+    at_most: float | None,
+    at_least: float | None,
+    tolerance: float | None,
+    what: str | None,
+) -> float:
+    tolerance = _tolerance(tolerance, log)
+    named = _named(names, what, plural=False)
+    chosen = log.events(*names)
+    if not chosen:
+        seen = sorted({f.event or f.kind for f in log.events()})
+        raise AssertionError(
+            f"no {named} reached the client on the WebSocket {log.url}, so there is no time "
+            f"to the first one (the server's frames: {', '.join(seen) or 'none'})"
+        )
+    first = chosen[0]
+    if sent_at is None:
+        origin, since = _answered(log, first)
+    else:
+        origin, since = sent_at, f"{_s(sent_at)} after the handshake"
+    took = first.t / 1000.0 - origin
+    if equals is not None and abs(took - equals) > tolerance:
+        raise AssertionError(
+            f"the first {named} reached the client {_s(took)} after {since}, expected "
+            f"{_s(equals)} (tolerance {tolerance * 1000:g} ms)"
+        )
+    if at_most is not None and took > at_most + tolerance:
+        raise AssertionError(
+            f"time to the first {named} was {_s(took)} after {since}, more than the allowed "
+            f"{_s(at_most)}"
+        )
+    if at_least is not None and took < at_least - tolerance:
+        raise AssertionError(
+            f"time to the first {named} was {_s(took)} after {since}, less than {_s(at_least)}"
+        )
+    return took
 
 
 def assert_attempts(
