@@ -10,6 +10,8 @@ from pytest_toolnexus._seam.duplex import Message, Sender
 
 __all__ = ["FrameLog", "Passed"]
 
+_Entry = tuple[Sender, float, Message | None, int | None, str]
+
 
 @dataclass(frozen=True, slots=True)
 class Passed:
@@ -26,11 +28,16 @@ class Passed:
 
 @dataclass
 class FrameLog:
-    """The frames of one connection, in the order they passed, and its URL (redacted)."""
+    """The frames of one connection, in the order they passed, and its URL (redacted).
+
+    A frame is noted as a plain tuple as it passes (replay and recording note one per frame,
+    on the path that hands it over), and becomes a :class:`Passed` when :attr:`frames` is
+    read."""
 
     url: str
     replayed: bool
-    frames: list[Passed] = field(default_factory=list)
+    _entries: list[_Entry] = field(default_factory=list, repr=False)
+    _built: list[Passed] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(
@@ -42,10 +49,21 @@ class FrameLog:
         code: int | None = None,
         reason: str = "",
     ) -> None:
-        # Kept to the microsecond, as a cassette keeps times: the clock's readings are large
-        # numbers, and their difference carries float noise below that.
+        # list.append is atomic: the frames of two threads never tear, and keep their order.
+        self._entries.append((sender, t, message, code, reason))
+
+    @property
+    def frames(self) -> list[Passed]:
+        """Every frame that passed, in order."""
         with self._lock:
-            self.frames.append(Passed(sender, round(t, 3), message, code, reason))
+            built, entries = self._built, self._entries
+            # Kept to the microsecond, as a cassette keeps times: the clock's readings are
+            # large numbers, and their difference carries float noise below that.
+            built += [
+                Passed(sender, round(t, 3), message, code, reason)
+                for sender, t, message, code, reason in entries[len(built) : len(entries)]
+            ]
+            return list(built)
 
     @property
     def sent(self) -> list[Passed]:
