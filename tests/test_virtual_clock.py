@@ -711,3 +711,83 @@ def test_a_long_sleep_in_one_task_does_not_jump_past_a_piece_due_earlier_in_anot
     anyio.run(main, backend=backend)
 
     assert seen == [("piece", 0.08), ("sleeper", 2.0)]
+
+
+# -- advance_alone: a wait that nothing else could come before --------------------------------
+
+
+def test_advance_alone_moves_at_once_when_no_other_task_could_run():
+    """Alone in its loop, a wait moves the clock to its deadline at once (a plain call: the
+    loop does not turn), and a deadline already passed moves nothing."""
+    clock = VirtualClock()
+
+    async def main():
+        start = clock.now()
+        moved = clock.advance_alone(start + 0.25), clock.now() - start
+        return moved, (clock.advance_alone(start + 0.1), clock.now() - start)
+
+    assert asyncio.run(main()) == ((True, 0.25), (True, 0.25))
+    assert clock.sleeps == []
+
+
+def test_advance_alone_leaves_time_alone_while_another_task_is_ready():
+    clock = VirtualClock()
+
+    async def main():
+        start = clock.now()
+        other = asyncio.get_running_loop().create_task(asyncio.sleep(0))
+        refused = clock.advance_alone(start + 1.0)
+        await other
+        return refused, clock.now() - start, clock.advance_alone(start + 1.0)
+
+    assert asyncio.run(main()) == (False, 0.0, True)
+
+
+def test_advance_alone_leaves_time_alone_when_a_loop_timer_is_due():
+    """A callback the loop will run on its next turn (call_soon or a timer already due) could
+    send what a later piece answers: the caller must let the loop turn first."""
+    clock = VirtualClock()
+
+    async def main():
+        start = clock.now()
+        loop = asyncio.get_running_loop()
+        fired = []
+        loop.call_at(loop.time() - 1.0, fired.append, 1)  # already due
+        refused = clock.advance_alone(start + 1.0)
+        while not fired:  # the loop turns (the real sleep: no clock is installed)
+            await asyncio.sleep(0)
+        return refused, fired, clock.advance_alone(start + 1.0)
+
+    assert asyncio.run(main()) == (False, [1], True)
+
+
+def test_advance_alone_lets_a_wait_due_no_later_go_first():
+    """An async wait made elsewhere (another thread's loop, or one blocked behind an earlier
+    wait) due at 0.5 s keeps a piece due at 0.5 s or later from moving the clock alone; a
+    piece due before it moves it, and once the wait has left, so does a later one."""
+    clock = VirtualClock()
+    seen = []
+
+    async def main():
+        start = clock.now()
+        ticket = clock._enter(start + 0.5)  # what async_sleep and await_until register
+        seen.append(("early", clock.advance_alone(start + 0.2), round(clock.now() - start, 6)))
+        seen.append(("tie", clock.advance_alone(start + 0.5), round(clock.now() - start, 6)))
+        clock._leave(ticket)
+        seen.append(("after", clock.advance_alone(start + 0.7), round(clock.now() - start, 6)))
+
+    asyncio.run(main())
+    assert seen == [("early", True, 0.2), ("tie", False, 0.2), ("after", True, 0.7)]
+
+
+def test_advance_alone_refuses_outside_an_asyncio_loop():
+    """Sync code, and trio (whose run queue it cannot read), await await_until instead."""
+    clock = VirtualClock()
+    start = clock.now()
+    assert not clock.advance_alone(start + 1.0)
+
+    async def main():
+        return clock.advance_alone(start + 1.0)
+
+    assert trio.run(main) is False
+    assert clock.now() == start

@@ -135,6 +135,7 @@ PackedFrame: TypeAlias = tuple[Sender, Message | None, int | None, str]
 and a close frame's code and reason."""
 
 _SENDER: Final = {"client": b"C", "server": b"S"}
+_TEXT: Final = {"client": b"Ct", "server": b"St"}
 _SENDER_OF: Final[dict[int, Sender]] = {ord("C"): "client", ord("S"): "server"}
 
 
@@ -144,11 +145,11 @@ def pack_frame(
     """One frame as one chunk of a :class:`FrameStream`: a byte for the sender, a byte for the
     kind (``t`` text, ``b`` binary, ``c`` close), then the content (a close frame's code in two
     bytes, 0 for none, then its reason)."""
+    if isinstance(message, str):
+        return _TEXT[sender] + message.encode("utf-8", "surrogatepass")
     head = _SENDER[sender]
     if message is None:
         return head + b"c" + struct.pack(">H", code or 0) + reason.encode("utf-8")
-    if isinstance(message, str):
-        return head + b"t" + message.encode("utf-8", "surrogatepass")
     return head + b"b" + bytes(message)
 
 

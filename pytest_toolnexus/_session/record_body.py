@@ -146,9 +146,10 @@ class BodyRecorder:
     def _feed(self, chunk: bytes, t_ms: float) -> int:
         before = len(self._events)
         if self._ws:
-            sender, message, code, reason = unpack_frame(chunk)
-            self._events.append(ws_frame_doc(t_ms, sender, message, code=code, reason=reason))
-        elif self._sse is not None:
+            # Each frame is one chunk, kept in ``_raw`` with its time; it is read into its
+            # stored form at the end (:meth:`_ws_body`), off the path that hands it over.
+            return 1 if chunk else 0
+        if self._sse is not None:
             self._events.extend(sse_event_doc(t_ms, e) for e in self._sse.feed(chunk))
         elif self._ndjson is not None:
             for line in self._ndjson.feed(chunk):
@@ -222,11 +223,24 @@ class BodyRecorder:
     def _raw_body(self) -> ChunksBody:
         return ChunksBody([{"t": round(t, 3), "data": chunk} for t, chunk in self._raw])
 
+    def _ws_body(self) -> Body:
+        """The frames as stored, each read from its packed chunk; a chunk that cannot be
+        read keeps the body as timed raw chunks, :attr:`problem` saying why."""
+        frames = []
+        try:
+            for t_ms, chunk in self._raw:
+                sender, message, code, reason = unpack_frame(chunk)
+                frames.append(ws_frame_doc(t_ms, sender, message, code=code, reason=reason))
+        except Exception as exc:
+            self.problem = f"{type(exc).__name__} while parsing the stream: {exc}"[:300]
+            return self._raw_body()
+        return WebSocketBody(frames)
+
     def finish(self) -> Body:
         if self.problem is not None:
             return self._raw_body()
         if self._ws:
-            return WebSocketBody(self._events)
+            return self._ws_body()
         if self._sse is not None:
             rest = self._sse.finish()
             if self._sse.lossy:

@@ -86,6 +86,21 @@ def _snapped(target: float, deadline: float) -> float:
     return snapped if abs(snapped - target) <= 4 * math.ulp(deadline) else target
 
 
+def _loop_idle() -> bool:
+    """Whether the running asyncio loop has nothing to do before its next real wait: no
+    callback ready (``BaseEventLoop._ready``) and no timer already due (``_scheduled``, a
+    heap). False where that cannot be read (no running asyncio loop, trio, another loop)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    ready = getattr(loop, "_ready", None)
+    scheduled = getattr(loop, "_scheduled", None)
+    if ready is None or scheduled is None or ready:
+        return False
+    return not scheduled or scheduled[0].when() > loop.time()
+
+
 @dataclass(frozen=True, slots=True)
 class Sleep:
     """A wait the code under test made: where (``time.sleep``, ``asyncio.sleep`` ...), when it
@@ -197,6 +212,27 @@ class VirtualClock:
         else:
             self.advance_to(deadline)
         await anyio.lowlevel.checkpoint()
+
+    def advance_alone(self, deadline: float) -> bool:
+        """Move the clock to ``deadline`` at once, without yielding to the event loop, when
+        :meth:`await_until` could do nothing more: no other task of the running asyncio loop
+        is ready to run, no timer of it is due, and no other async wait (a sleep, another
+        replayed piece) is due by ``deadline``. Returns whether it did; False (nothing moved)
+        tells the caller to await :meth:`await_until`, which lets the others go first.
+
+        A replayed WebSocket frame that nothing else could come before is then handed over as
+        an item already in an ``asyncio.Queue`` is, with no trip round the event loop."""
+        if not math.isfinite(deadline) or not _loop_idle():
+            return False
+        with self._lock:
+            for due in self._sleepers.values():
+                if due <= deadline:
+                    return False
+            target = deadline - self._base
+            if target > self._elapsed:
+                self._elapsed = target
+                self._tell()
+        return True
 
     # -- sleeps made by the code under test ---------------------------------------------------
 

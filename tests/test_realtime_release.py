@@ -1,0 +1,135 @@
+"""When an async replayed WebSocket hands a frame over (issue 21, the speed goal's side): a
+frame nothing else could come before is handed over at once, on time, and a frame due after
+another task's wait, or while another task has work to do, waits for it as before.
+"""
+
+import asyncio
+import json
+
+import anyio
+import pytest
+
+from pytest_toolnexus._realtime.hub import realtime_of
+from pytest_toolnexus._seam.duplex import DuplexClosed, Handshake
+from pytest_toolnexus._seam.headers import Headers
+from pytest_toolnexus._session.session import CassetteSession
+from pytest_toolnexus._store.cassette import (
+    Cassette,
+    EmptyBody,
+    Interaction,
+    RecordedRequest,
+    RecordedResponse,
+    WebSocketBody,
+)
+from pytest_toolnexus._store.ws_frames import frame_doc
+
+URL = "wss://realtime.example.test/v1/realtime?model=m"
+SERVER_AT = [10.0, 20.0, 30.0, 40.0]
+
+
+@pytest.fixture
+def session_path(tmp_path):
+    """Four server frames 10 ms apart after the handshake, then the server closes."""
+    frames = [frame_doc(t, "server", json.dumps({"n": n})) for n, t in enumerate(SERVER_AT)]
+    frames.append(frame_doc(50.0, "server", None, code=1000))
+    request = RecordedRequest("GET", URL, Headers(), EmptyBody())
+    response = RecordedResponse(
+        101, Headers([("Upgrade", "websocket")]), WebSocketBody(frames), 2.0, 50.0
+    )
+    path = tmp_path / "four.msgpack"
+    Cassette(path, [Interaction(request, response)]).save()
+    return path
+
+
+async def _read_all(connection, clock, start, seen):
+    try:
+        while True:
+            message = await connection.recv()
+            seen.append((f"frame {json.loads(message)['n']}", round(clock.now() - start, 6)))
+    except DuplexClosed:
+        seen.append(("closed", round(clock.now() - start, 6)))
+
+
+def test_a_reader_alone_gets_each_frame_at_its_recorded_time(session_path):
+    seen = []
+
+    async def main():
+        async with CassetteSession(session_path) as session:
+            clock = session.clock
+            start = clock.now()
+            connection = await realtime_of(session).aconnect(Handshake(URL), None)
+            await _read_all(connection, clock, start, seen)
+            return realtime_of(session).connections[0]
+
+    log = asyncio.run(main())
+    assert seen == [
+        ("frame 0", 0.01),
+        ("frame 1", 0.02),
+        ("frame 2", 0.03),
+        ("frame 3", 0.04),
+        ("closed", 0.05),
+    ]
+    assert [p.t for p in log.received] == [*SERVER_AT, 50.0]
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_another_tasks_sleep_due_between_two_frames_wakes_between_them(session_path, backend):
+    seen = []
+
+    async def main():
+        async with CassetteSession(session_path) as session:
+            clock = session.clock
+            start = clock.now()
+            connection = await realtime_of(session).aconnect(Handshake(URL), None)
+
+            async def sleeper():
+                await anyio.sleep(0.023)  # from 2 ms, when the handshake was answered
+                seen.append(("slept", round(clock.now() - start, 6)))
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(_read_all, connection, clock, start, seen)
+                tasks.start_soon(sleeper)
+
+    anyio.run(main, backend=backend)
+    assert seen == [
+        ("frame 0", 0.01),
+        ("frame 1", 0.02),
+        ("slept", 0.025),
+        ("frame 2", 0.03),
+        ("frame 3", 0.04),
+        ("closed", 0.05),
+    ]
+
+
+def test_work_another_task_has_ready_runs_before_the_next_frame_moves_time(session_path):
+    """A task with many steps to take at the time of frame 1 takes all of them before
+    frame 2 is handed over, and sees no time pass while it does."""
+    seen = []
+
+    async def main():
+        async with CassetteSession(session_path) as session:
+            clock = session.clock
+            start = clock.now()
+            connection = await realtime_of(session).aconnect(Handshake(URL), None)
+            first = await connection.recv()
+            seen.append(("frame 0", round(clock.now() - start, 6)))
+
+            async def busy():
+                for _ in range(20):
+                    await asyncio.sleep(0)
+                seen.append(("busy done", round(clock.now() - start, 6)))
+
+            task = asyncio.get_running_loop().create_task(busy())
+            await _read_all(connection, clock, start, seen)
+            await task
+            return first
+
+    assert json.loads(asyncio.run(main())) == {"n": 0}
+    assert seen == [
+        ("frame 0", 0.01),
+        ("busy done", 0.01),
+        ("frame 1", 0.02),
+        ("frame 2", 0.03),
+        ("frame 3", 0.04),
+        ("closed", 0.05),
+    ]
