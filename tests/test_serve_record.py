@@ -188,3 +188,46 @@ def test_the_node_openai_client_records_through_the_proxy_and_replays_in_serve(t
     assert [c["content"] for c in replay_chat] == [c["content"] for c in live_chat]
     assert [c["content"] for c in replay_stream] == [c["content"] for c in live_stream]
     assert len(live_stream) == 3
+
+
+def test_the_proxy_forwards_the_client_s_own_headers_and_hands_on_a_gzip_stream_decoded(
+    tmp_path: Path,
+):
+    out = tmp_path / "gzip.msgpack"
+    sent_headers = {
+        "authorization": "Bearer sk-test-fake",
+        "content-type": "application/json",
+        "user-agent": "node-client/1.0",
+        "x-stainless-lang": "js",
+    }
+    with Emulator(events=3, delay=0.01, gzip=True) as emulator:
+        proxy = _start_record(emulator.base_url, out)
+        with httpx.Client(timeout=30) as client:
+            request = client.build_request(
+                "POST",
+                f"{proxy.url}/v1/chat/completions?api-version=1",
+                content=json.dumps(STREAM).encode(),
+                headers=sent_headers,
+            )
+            del request.headers["accept-encoding"]  # only what the client itself sends
+            del request.headers["accept"]
+            answer = client.send(request)
+        upstream_sent = emulator.requests[0]
+        upstream_body = emulator.responses[0].snapshot().body
+        code, err = proxy.stop()
+
+    assert code == 0, err
+    # The upstream saw the client's headers, and none a client library of the proxy's adds.
+    assert (upstream_sent.path, upstream_sent.query) == ("/v1/chat/completions", "api-version=1")
+    for name, value in sent_headers.items():
+        assert upstream_sent.header(name) == value
+    assert upstream_sent.header("accept-encoding") is None
+    assert upstream_sent.header("accept") is None
+    assert upstream_sent.header("user-agent") == "node-client/1.0"
+    # The answer came gzip-encoded and went to the client decoded, as it is stored.
+    assert answer.status_code == 200
+    assert "content-encoding" not in answer.headers
+    assert answer.content == upstream_body
+    [interaction] = load_cassette(out).interactions
+    assert interaction.response is not None
+    assert "content-encoding" not in {k.lower() for k in interaction.response.headers}
