@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import TextIO
 
 import httpx
 
@@ -18,7 +17,7 @@ from pytest_toolnexus import CassetteSession, load_cassette
 from tests.support.emulator import Emulator
 from tests.support.node_packages import npm_package
 from tests.support.realtime import wall
-from tests.support.serve_cli import Served, log_file, serving
+from tests.support.serve_cli import serving, start_record
 
 CLIENTS = Path(__file__).parent / "support" / "clients"
 STREAM = {
@@ -27,38 +26,6 @@ STREAM = {
     "stream": True,
 }
 CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hello"}]}
-
-
-def _start_record(upstream: str, out: Path, *args: str) -> Served:
-    log = log_file()
-    with log.open("w") as err:
-        process = _popen_record(upstream, out, args, err)
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    assert line.startswith("http://"), (line, process.wait(), log.read_text())
-    return Served(line.strip(), process, log)
-
-
-def _popen_record(
-    upstream: str, out: Path, args: tuple[str, ...], err: TextIO
-) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest_toolnexus",
-            "record",
-            "--upstream",
-            upstream,
-            "--out",
-            str(out),
-            *args,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=err,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
 
 
 def _stream_lines(url: str, body: object) -> tuple[list[tuple[float, bytes]], bytes]:
@@ -79,7 +46,7 @@ def _stream_lines(url: str, body: object) -> tuple[list[tuple[float, bytes]], by
 def test_record_tees_without_buffering_and_the_cassette_replays_identically(tmp_path: Path):
     out = tmp_path / "recorded.msgpack"
     with Emulator(events=4, delay=0.4, first_event_delay=0.1) as emulator:
-        proxy = _start_record(emulator.base_url, out)
+        proxy = start_record(emulator.base_url, out)
         chunks, through_proxy = _stream_lines(f"{proxy.url}/v1/chat/completions", STREAM)
         with httpx.Client() as client:
             chat = client.post(f"{proxy.url}/v1/chat/completions", json=CHAT)
@@ -129,7 +96,7 @@ def test_a_secret_in_a_recording_refuses_the_write_without_printing_it(tmp_path:
     key = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7cDe0fGh3iJk6lMn9o"
     leaky = {**CHAT, "messages": [{"role": "user", "content": f"my key is {key}"}]}
     with Emulator() as emulator:
-        proxy = _start_record(emulator.base_url, out)
+        proxy = start_record(emulator.base_url, out)
         httpx.post(f"{proxy.url}/v1/chat/completions", json=leaky).raise_for_status()
         code, err = proxy.stop(signal.SIGINT)
 
@@ -144,7 +111,7 @@ def test_an_upstream_that_fails_is_told_of_with_a_key_in_the_query_redacted(tmp_
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
     key = "sk-query-0123456789abcdef"
-    proxy = _start_record(f"http://127.0.0.1:{port}", tmp_path / "failed.msgpack")
+    proxy = start_record(f"http://127.0.0.1:{port}", tmp_path / "failed.msgpack")
     answer = httpx.post(f"{proxy.url}/v1/chat/completions?key={key}", json=CHAT)
     code, err = proxy.stop()
 
@@ -175,7 +142,7 @@ def test_the_node_openai_client_records_through_the_proxy_and_replays_in_serve(t
         return [json.loads(line) for line in done.stdout.splitlines()]
 
     with Emulator(events=3, delay=0.05) as emulator:
-        proxy = _start_record(emulator.base_url, out)
+        proxy = start_record(emulator.base_url, out)
         live_chat = node("chat", f"{proxy.url}/v1")
         live_stream = node("stream", f"{proxy.url}/v1")
         code, err = proxy.stop()
@@ -201,7 +168,7 @@ def test_the_proxy_forwards_the_client_s_own_headers_and_hands_on_a_gzip_stream_
         "x-stainless-lang": "js",
     }
     with Emulator(events=3, delay=0.01, gzip=True) as emulator:
-        proxy = _start_record(emulator.base_url, out)
+        proxy = start_record(emulator.base_url, out)
         with httpx.Client(timeout=30) as client:
             request = client.build_request(
                 "POST",
