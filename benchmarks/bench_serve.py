@@ -10,6 +10,9 @@ Both run as processes of their own on loopback, as a client in another language 
 - launch: from the process's start to the first answered request, for ``serve`` with 100
   cassettes and for the bare aiohttp server (the floor: the interpreter and aiohttp's import),
   with ``python -c pass`` beside them (goal: serve within ``LAUNCH_GOAL_MS`` ms, the issue's);
+- pace: each text delta of a streamed chat (20 deltas, 50 ms apart) from ``serve`` in real
+  timing, timed from the request on a raw socket against its recorded offset (goal: each at
+  most ``PACE_GOAL_MS`` ms late, the issue's figure for a Node client, and none early);
 - the recording proxy: the time to the first event of a stream from a bare aiohttp upstream,
   directly, through ``pytest-toolnexus record`` and through a bare aiohttp proxy that records
   nothing (the floor of a proxy on that stack), alternating (goal: at most
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import compileall
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -34,6 +38,10 @@ from _common import Table, median, ms, now, ratio, run_alone, us, verdict
 import pytest_toolnexus
 from pytest_toolnexus import build
 
+PACE_GOAL_MS = 20.0
+PACE_ROUNDS = 5
+PACE = build.Cadence(ttft=0.2, gap=0.05)
+WORDS = [f"w{i} " for i in range(20)]
 PER_REQUEST_GOAL = 2.0
 FIRST_BYTE_GOAL_MS = 1.0
 FIRST_BYTES = 60
@@ -169,6 +177,30 @@ def _first_event(base: str) -> float:
         while sock.recv(65536):
             pass
     return took
+
+
+_DELTA = re.compile(rb'"content":"[^"]')
+
+
+def _delta_arrivals(base: str, path: str) -> list[float]:
+    """Seconds from sending a streamed POST to each text delta's bytes (a non-empty
+    ``"content"``), read off a raw socket as they come."""
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    body = json.dumps({**ASKED, "stream": True}).encode()
+    request = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    ).encode() + body
+    arrivals: list[float] = []
+    seen = b""
+    with socket.create_connection((host, int(port))) as sock:
+        start = now()
+        sock.sendall(request)
+        while chunk := sock.recv(65536):
+            seen += chunk
+            found = len(_DELTA.findall(seen))
+            arrivals += [now() - start] * (found - len(arrivals))
+    return arrivals
 
 
 def _start(command: list[str]) -> tuple[subprocess.Popen[str], str, float]:
@@ -323,6 +355,41 @@ def run(work: Path) -> tuple[list[Table], object]:
     )
     launch.note(f"medians of {LAUNCHES} launches each, interleaved")
 
+    pace = Table(
+        "11d. serve: a stream's deltas at their recorded offsets, in real timing (issue 22)",
+        ["deltas", "median ms late", "most ms late", "earliest", "goal", "verdict"],
+    )
+    paced = work / "paced" / "stream.msgpack"
+    build.build_cassette(
+        paced, [build.openai_chat("".join(WORDS), cadence=PACE, request_body=None)]
+    )
+    due = [t / 1000 for t in PACE.times(len(WORDS))]
+    process, url, _ = _start([*serve[:-2], "--allow-repeats", str(paced)])
+    late: list[float] = []
+    try:
+        _delta_arrivals(url, "/c/stream/v1/chat/completions")  # warm-up
+        for _ in range(PACE_ROUNDS):
+            got = _delta_arrivals(url, "/c/stream/v1/chat/completions")
+            assert len(got) == len(due), (got, due)
+            late += [g - d for g, d in zip(got, due, strict=True)]
+    finally:
+        _stop(process)
+    most = max(late) * 1000
+    pace.add(
+        f"{len(late)}",
+        f"{median(late) * 1000:.2f}",
+        f"{most:.2f}",
+        f"{min(late) * 1000:+.2f}",
+        f"each <= {PACE_GOAL_MS:.0f} ms",
+        verdict(most <= PACE_GOAL_MS and min(late) >= -0.001),
+    )
+    pace.note(
+        f"{PACE_ROUNDS} streams of {len(WORDS)} chat deltas, the first 0.2 s after the request "
+        "and one every 50 ms, from `serve` in real timing; each delta timed on a raw socket "
+        "from the moment the request was sent, against its recorded offset (earliest: the "
+        "least lateness; a negative one would be a delta sent early)"
+    )
+
     proxy_table = Table(
         "11c. record: the first event of a stream through the recording proxy (issue 22)",
         ["path", "ms to first event", "later than direct", "goal", "verdict"],
@@ -381,7 +448,7 @@ def run(work: Path) -> tuple[list[Table], object]:
         "client's pool does); the bare aiohttp proxy forwards with aiohttp's server and client "
         "and records nothing: what any proxy on that stack pays"
     )
-    return [per_request, launch, proxy_table], None
+    return [per_request, launch, pace, proxy_table], None
 
 
 if __name__ == "__main__":
