@@ -448,7 +448,7 @@ def run(work: Path) -> tuple[list[Table], object]:
         "client's pool does); the bare aiohttp proxy forwards with aiohttp's server and client "
         "and records nothing: what any proxy on that stack pays"
     )
-    return [per_request, launch, pace, proxy_table], None
+    return [per_request, launch, proxy_table, pace], None
 
 
 if __name__ == "__main__":
