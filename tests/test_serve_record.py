@@ -12,8 +12,10 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from pytest_toolnexus import CassetteSession, load_cassette
+from pytest_toolnexus._serve.upstream import environment_proxy
 from tests.support.emulator import Emulator
 from tests.support.node_packages import npm_package
 from tests.support.realtime import wall
@@ -198,3 +200,16 @@ def test_the_proxy_forwards_the_client_s_own_headers_and_hands_on_a_gzip_stream_
     [interaction] = load_cassette(out).interactions
     assert interaction.response is not None
     assert "content-encoding" not in {k.lower() for k in interaction.response.headers}
+
+
+def test_the_proxy_reads_the_environment_s_proxy_for_its_upstream_once(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+
+    assert environment_proxy("https://api.openai.com") == "http://proxy.internal:3128"
+    assert environment_proxy("http://127.0.0.1:8080") is None  # no HTTP_PROXY
+    monkeypatch.setenv("NO_PROXY", "api.openai.com")
+    assert environment_proxy("https://api.openai.com") is None

@@ -33,7 +33,7 @@ from pytest_toolnexus._seam.bodies import keeps_content_length
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.transport import AsyncByteStream, TransportRequest, TransportResponse
 
-__all__ = ["Upstream"]
+__all__ = ["Upstream", "environment_proxy"]
 
 CONNECT_TIMEOUT: Final = 30.0
 """Seconds to open a connection to the upstream before the request fails (``ConnectTimeout``,
