@@ -10,16 +10,22 @@ Both run as processes of their own on loopback, as a client in another language 
 - launch: from the process's start to the first answered request, for ``serve`` with 100
   cassettes and for the bare aiohttp server (the floor: the interpreter and aiohttp's import),
   with ``python -c pass`` beside them (goal: serve within ``LAUNCH_GOAL_MS`` ms, the issue's);
+- pace: each text delta of a streamed chat (20 deltas, 50 ms apart) from ``serve`` in real
+  timing, timed from the request on a raw socket against its recorded offset (goal: each at
+  most ``PACE_GOAL_MS`` ms late, the issue's figure for a Node client, and none early);
 - the recording proxy: the time to the first event of a stream from a bare aiohttp upstream,
-  directly and through ``pytest-toolnexus record``, alternating (goal: at most
-  ``FIRST_BYTE_GOAL_MS`` ms later through the proxy, the issue's).
+  directly, through ``pytest-toolnexus record`` and through a bare aiohttp proxy that records
+  nothing (the floor of a proxy on that stack), alternating (goal: at most
+  ``FIRST_BYTE_GOAL_MS`` ms later through ``record``, the issue's).
 
 Run alone: ``python benchmarks/bench_serve.py``.
 """
 
 from __future__ import annotations
 
+import compileall
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -29,8 +35,13 @@ from pathlib import Path
 import httpx
 from _common import Table, median, ms, now, ratio, run_alone, us, verdict
 
+import pytest_toolnexus
 from pytest_toolnexus import build
 
+PACE_GOAL_MS = 20.0
+PACE_ROUNDS = 5
+PACE = build.Cadence(ttft=0.2, gap=0.05)
+WORDS = [f"w{i} " for i in range(20)]
 PER_REQUEST_GOAL = 2.0
 FIRST_BYTE_GOAL_MS = 1.0
 FIRST_BYTES = 60
@@ -102,6 +113,48 @@ asyncio.run(main())
 """
 
 
+_BARE_PROXY = """
+import asyncio, sys
+import aiohttp
+from aiohttp import web
+
+upstream = sys.argv[1]
+skipped = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
+hop = {"host", "connection", "content-length", "transfer-encoding", "content-encoding"}
+
+
+async def main():
+    client = aiohttp.ClientSession(skip_auto_headers=skipped)
+
+    async def handle(request):
+        body = await request.read()
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in hop]
+        async with client.request(
+            request.method, upstream + request.raw_path, headers=headers, data=body
+        ) as answer:
+            out = web.StreamResponse(
+                status=answer.status,
+                headers=[(k, v) for k, v in answer.headers.items() if k.lower() not in hop],
+            )
+            await out.prepare(request)
+            async for chunk in answer.content.iter_any():
+                await out.write(chunk)
+            await out.write_eof()
+            return out
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    print(f"http://127.0.0.1:{runner.addresses[0][1]}", flush=True)
+    await asyncio.Event().wait()
+
+
+asyncio.run(main())
+"""
+
+
 def _first_event(base: str) -> float:
     """Seconds from sending a streamed POST on a new connection to the first event's bytes."""
     host, port = base.removeprefix("http://").rsplit(":", 1)
@@ -124,6 +177,30 @@ def _first_event(base: str) -> float:
         while sock.recv(65536):
             pass
     return took
+
+
+_DELTA = re.compile(rb'"content":"[^"]')
+
+
+def _delta_arrivals(base: str, path: str) -> list[float]:
+    """Seconds from sending a streamed POST to each text delta's bytes (a non-empty
+    ``"content"``), read off a raw socket as they come."""
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    body = json.dumps({**ASKED, "stream": True}).encode()
+    request = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    ).encode() + body
+    arrivals: list[float] = []
+    seen = b""
+    with socket.create_connection((host, int(port))) as sock:
+        start = now()
+        sock.sendall(request)
+        while chunk := sock.recv(65536):
+            seen += chunk
+            found = len(_DELTA.findall(seen))
+            arrivals += [now() - start] * (found - len(arrivals))
+    return arrivals
 
 
 def _start(command: list[str]) -> tuple[subprocess.Popen[str], str, float]:
@@ -188,6 +265,10 @@ def _launch(command: list[str], path: str) -> float:
 
 
 def run(work: Path) -> tuple[list[Table], object]:
+    # Launched as an installed package runs: from bytecode, as pip compiles it and aiohttp's
+    # already is; a checkout under PYTHONDONTWRITEBYTECODE=1 would otherwise compile every
+    # module of the package from source at each launch (some 200 ms here).
+    compileall.compile_dir(Path(pytest_toolnexus.__file__).parent, quiet=1)
     folder = work / "serve"
     for i in range(CASSETTES):
         build.build_cassette(
@@ -274,6 +355,41 @@ def run(work: Path) -> tuple[list[Table], object]:
     )
     launch.note(f"medians of {LAUNCHES} launches each, interleaved")
 
+    pace = Table(
+        "11d. serve: a stream's deltas at their recorded offsets, in real timing (issue 22)",
+        ["deltas", "median ms late", "most ms late", "earliest", "goal", "verdict"],
+    )
+    paced = work / "paced" / "stream.msgpack"
+    build.build_cassette(
+        paced, [build.openai_chat("".join(WORDS), cadence=PACE, request_body=None)]
+    )
+    due = [t / 1000 for t in PACE.times(len(WORDS))]
+    process, url, _ = _start([*serve[:-2], "--allow-repeats", str(paced)])
+    late: list[float] = []
+    try:
+        _delta_arrivals(url, "/c/stream/v1/chat/completions")  # warm-up
+        for _ in range(PACE_ROUNDS):
+            got = _delta_arrivals(url, "/c/stream/v1/chat/completions")
+            assert len(got) == len(due), (got, due)
+            late += [g - d for g, d in zip(got, due, strict=True)]
+    finally:
+        _stop(process)
+    most = max(late) * 1000
+    pace.add(
+        f"{len(late)}",
+        f"{median(late) * 1000:.2f}",
+        f"{most:.2f}",
+        f"{min(late) * 1000:+.2f}",
+        f"each <= {PACE_GOAL_MS:.0f} ms",
+        verdict(most <= PACE_GOAL_MS and min(late) >= -0.001),
+    )
+    pace.note(
+        f"{PACE_ROUNDS} streams of {len(WORDS)} chat deltas, the first 0.2 s after the request "
+        "and one every 50 ms, from `serve` in real timing; each delta timed on a raw socket "
+        "from the moment the request was sent, against its recorded offset (earliest: the "
+        "least lateness; a negative one would be a delta sent early)"
+    )
+
     proxy_table = Table(
         "11c. record: the first event of a stream through the recording proxy (issue 22)",
         ["path", "ms to first event", "later than direct", "goal", "verdict"],
@@ -293,19 +409,32 @@ def run(work: Path) -> tuple[list[Table], object]:
             str(work / "proxied.msgpack"),
         ]
     )
+    bare_proxy_script = work / "bare_proxy.py"
+    bare_proxy_script.write_text(textwrap.dedent(_BARE_PROXY))
+    bare_proxy, bare_proxy_url, _ = _start([sys.executable, str(bare_proxy_script), upstream_url])
     try:
         for _ in range(5):  # warm-up: first-call costs on every side
             _first_event(upstream_url)
             _first_event(proxy_url)
-        direct, proxied = [], []
+            _first_event(bare_proxy_url)
+        direct, proxied, floor_proxied = [], [], []
         for _ in range(FIRST_BYTES):
             direct.append(_first_event(upstream_url))
             proxied.append(_first_event(proxy_url))
+            floor_proxied.append(_first_event(bare_proxy_url))
     finally:
         _stop(proxy)
+        _stop(bare_proxy)
         _stop(upstream)
     later = median(proxied) - median(direct)
     proxy_table.add("direct to the upstream", ms(median(direct)), "", "", "")
+    proxy_table.add(
+        "through a bare aiohttp proxy (no recording)",
+        ms(median(floor_proxied)),
+        f"{(median(floor_proxied) - median(direct)) * 1000:+.2f} ms",
+        "",
+        "",
+    )
     proxy_table.add(
         "through pytest-toolnexus record",
         ms(median(proxied)),
@@ -315,9 +444,11 @@ def run(work: Path) -> tuple[list[Table], object]:
     )
     proxy_table.note(
         f"medians of {FIRST_BYTES} streamed POSTs each, alternating, each on a new connection "
-        "(the proxy opens its own to the upstream through its live client, as a client would)"
+        "to the server asked (each proxy keeps its connection to the upstream open, as a "
+        "client's pool does); the bare aiohttp proxy forwards with aiohttp's server and client "
+        "and records nothing: what any proxy on that stack pays"
     )
-    return [per_request, launch, proxy_table], None
+    return [per_request, launch, proxy_table, pace], None
 
 
 if __name__ == "__main__":

@@ -16,13 +16,18 @@ waits for the next request, so faults compose in the order given. What each faul
 The ``ws_*`` faults act on WebSocket sessions (Realtime and Live APIs) and count only WebSocket
 handshakes: ``nth=1`` is the first connection opened. "Server frame k" counts the server's
 messages from 0: ``after_frame=k`` lets frames ``0 … k-1`` through (docs/faults.md).
+
+Each function checks its arguments, their types as well as their values, and refuses one it
+cannot use with a ``ValueError`` or ``TypeError`` that names it: these are the only checks,
+which ``pytest-toolnexus serve``'s control API applies to the faults another language asks for
+as JSON (docs/serve.md).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from ._realtime.faults import (
     RESERVED_CODES,
@@ -64,6 +69,39 @@ __all__ = [
 ]
 
 
+_MODES: Final = ("bytes", "lines", "utf8", "merge")
+_STYLES: Final = ("auto", "anthropic", "openai")
+
+
+def _whole(name: str, value: object, *, least: int | None = None) -> int:
+    """``value`` as a whole number (of at least ``least``), or the error that says why not."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be a whole number, got {value!r}")
+    if least is not None and value < least:
+        raise ValueError(f"{name} must be {least} or more, got {value}")
+    return value
+
+
+def _seconds(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+    return float(value)
+
+
+def _text(name: str, value: object) -> None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, got {value!r}")
+
+
+def _aim(url: object, method: object, nth: object) -> None:
+    """The checks of the arguments every fault takes: which requests it counts, and which
+    of them it applies to (``nth`` from 1, or None for every one)."""
+    _text("url", url)
+    _text("method", method)
+    if nth is not None:
+        _whole("nth", nth, least=1)
+
+
 def prepend(
     status: int = 429,
     *,
@@ -83,10 +121,27 @@ def prepend(
     on those. ``body`` is ``"json"`` (the provider's own error shape, chosen from the URL),
     ``"html"`` (a load balancer's page), or your own text, bytes or mapping.
     """
+    _text("url", url)
+    _text("method", method)
+    if nth is None:
+        raise TypeError("prepend answers the nth request: nth must be a whole number, got None")
+    for name, value in (("status", status), ("count", count), ("nth", nth)):
+        _whole(name, value)
     if not 100 <= status <= 599:
         raise ValueError(f"status {status} is not an HTTP status")
     if count < 1 or nth < 1:
         raise ValueError(f"count and nth start at 1, got count={count} and nth={nth}")
+    if retry_after is not None and (
+        isinstance(retry_after, bool) or not isinstance(retry_after, str | int | float)
+    ):
+        raise TypeError(f"retry_after must be a string or a number, got {retry_after!r}")
+    if not isinstance(body, str | bytes | Mapping):
+        raise TypeError(f"body must be 'json', 'html', a string, bytes or a mapping, got {body!r}")
+    if headers is not None and not (
+        isinstance(headers, Mapping)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
+    ):
+        raise TypeError(f"headers must be a mapping of strings to strings, got {headers!r}")
     return PrependFault(
         url=url,
         method=method,
@@ -111,8 +166,10 @@ def rechunk(
     at a time (``bytes``), every line split in the middle (``lines``), split inside a
     multi-byte UTF-8 character (``utf8``), or ``size`` events merged into one chunk
     (``merge``)."""
-    if mode not in ("bytes", "lines", "utf8", "merge"):
+    _aim(url, method, nth)
+    if mode not in _MODES:
         raise ValueError(f"rechunk mode {mode!r} is not one of bytes, lines, utf8, merge")
+    _whole("size", size, least=1)
     if mode == "merge" and size < 2:
         raise ValueError(f"merge joins size >= 2 events into one chunk, got size={size}")
     return RechunkFault(url=url, method=method, nth=nth, mode=mode, size=size)
@@ -127,8 +184,10 @@ def stall(
     nth: int | None = 1,
 ) -> Fault:
     """Pause ``seconds`` before the headers (``after_event=None``) or after event k."""
-    if seconds < 0:
+    _aim(url, method, nth)
+    if _seconds("seconds", seconds) < 0:
         raise ValueError("a stall cannot be negative")
+    _after(after_event)
     return StallFault(url=url, method=method, nth=nth, seconds=seconds, after_event=after_event)
 
 
@@ -137,8 +196,10 @@ def disconnect(
 ) -> Fault:
     """Close the connection after event ``after_event``: the client gets the error httpx
     raises for a peer that closes mid-body (``RemoteProtocolError``)."""
-    if after_event < 0:
-        raise ValueError("after_event counts events from 0")
+    _aim(url, method, nth)
+    if after_event is None:
+        raise TypeError("disconnect needs after_event, the event it closes after (from 0)")
+    _after(after_event)
     return DisconnectFault(url=url, method=method, nth=nth, after_event=after_event)
 
 
@@ -147,6 +208,9 @@ def connect_timeout(
 ) -> Fault:
     """The connection never opens: ``ConnectTimeout`` after ``seconds`` (virtual seconds on
     the virtual clock). The recorded answer is kept for the retry."""
+    _aim(url, method, nth)
+    if _seconds("seconds", seconds) < 0:
+        raise ValueError("a timeout cannot be negative")
     return ConnectTimeoutFault(url=url, method=method, nth=nth, seconds=seconds)
 
 
@@ -159,6 +223,10 @@ def read_timeout(
     nth: int | None = 1,
 ) -> Fault:
     """No bytes for ``seconds``: ``ReadTimeout`` before the headers, or after event k."""
+    _aim(url, method, nth)
+    if _seconds("seconds", seconds) < 0:
+        raise ValueError("a timeout cannot be negative")
+    _after(after_event)
     return ReadTimeoutFault(
         url=url, method=method, nth=nth, seconds=seconds, after_event=after_event
     )
@@ -175,6 +243,14 @@ def error_event(
 ) -> Fault:
     """An error inside a 200 stream after event k (Anthropic ``event: error``, or an OpenAI
     chunk carrying ``error``); the stream ends there."""
+    _aim(url, method, nth)
+    if after_event is None:
+        raise TypeError("error_event needs after_event, the event it follows (from 0)")
+    _after(after_event)
+    if style not in _STYLES:
+        raise ValueError(f"error_event style {style!r} is not one of auto, anthropic, openai")
+    if not isinstance(message, str):
+        raise TypeError(f"message must be a string, got {message!r}")
     return ErrorEventFault(
         url=url, method=method, nth=nth, after_event=after_event, style=style, message=message
     )
@@ -300,3 +376,14 @@ def ws_refuse(
         body=body,
         headers=dict(headers or {}),
     )
+
+
+def _after(after_event: object) -> None:
+    """``after_event`` counts events from 0; None (where a fault allows it) means before the
+    headers."""
+    if after_event is None:
+        return
+    if isinstance(after_event, bool) or not isinstance(after_event, int):
+        raise TypeError(f"after_event must be a whole number, got {after_event!r}")
+    if after_event < 0:
+        raise ValueError("after_event counts events from 0")

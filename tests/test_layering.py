@@ -100,9 +100,11 @@ LAYERS: list[tuple[str, ...]] = [
     # 13: the session, which composes them for one cassette: its request path and its life
     ("_session.*",),
     # 14: what builds on a session or on faults: the timing assertions, the builder of
-    # unrecorded answers (one module per provider), the in-process model on it, and the run
-    # report (a test's data read from its closed session, and the page drawn from it)
-    ("_timing.expect", "_answers.build*", "_answers.model", "_report.*"),
+    # unrecorded answers (one module per provider), the in-process model on it, the run
+    # report (a test's data read from its closed session, and the page drawn from it), and the
+    # public faults module (the one place a fault is made and its arguments checked, which
+    # serve's control API calls for the faults another language asks for)
+    ("_timing.expect", "_answers.build*", "_answers.model", "_report.*", "faults"),
     # 14b: WebSocket sessions, recorded and replayed through a session's request path
     ("_realtime.*",),
     # 15: installing the bridges into the HTTP libraries, the pytest plugin's own modules, and
@@ -112,7 +114,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("_cli.*",),
     # 17: the public surface: the pytest11 entry point, the conformance kit, the package and
     # its public submodules
-    ("plugin", "conformance", "__main__", "__init__", "faults", "build", "views"),
+    ("plugin", "conformance", "__main__", "__init__", "build", "views"),
 ]
 
 # Imports allowed inside one layer besides a wildcard family's own (``_seam.*`` modules may
@@ -346,9 +348,10 @@ def test_only_compat_live_and_bridge_import_httpx():
 
 # The other HTTP libraries: only their bridges and the patches that install them import one,
 # and the loopback server its web server (aiohttp's; docs/serve.md says why) in the modules
-# that speak HTTP: the application, the answer to a replayed request, the control API.
+# that speak HTTP: the application, the answer to a replayed request, the control API, and
+# the recording proxy with its client to the upstream.
 OTHER_HTTP = {"aiohttp", "multidict", "yarl", "requests", "urllib3", "botocore", "boto3"}
-SERVER = ("_serve.app", "_serve.answer", "_serve.control", "_serve.proxy")
+SERVER = ("_serve.app", "_serve.answer", "_serve.control", "_serve.proxy", "_serve.upstream")
 
 
 def test_only_bridges_and_their_patches_import_other_http_libraries():

@@ -7,10 +7,13 @@ plain HTTP client, as a client in another language would.
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -18,7 +21,7 @@ import pytest
 
 from pytest_toolnexus import CassetteMissError, CassetteSession, build
 from pytest_toolnexus._seam.transport import TransportRequest
-from tests.support.serve_cli import serving, start_serve
+from tests.support.serve_cli import log_file, serving, start_serve
 
 CHAT = "https://api.openai.com/v1/chat/completions"
 ASKED = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]}
@@ -265,3 +268,72 @@ def test_allow_remote_lets_serve_listen_beyond_loopback_and_loopback_names_need_
         local = httpx.get(served.url + "/_toolnexus/health").json()
 
     assert remote == local == {"ok": True, "cassettes": 4}
+
+
+def _imported_by(command: list[str], asks: Callable[[str], None]) -> set[str]:
+    """The modules a ``pytest-toolnexus`` process imported from its launch through ``asks``
+    (given its URL) to its shutdown, as ``python -X importtime`` lists them."""
+    log = log_file()
+    with log.open("w") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-X", "importtime", "-m", "pytest_toolnexus", *command],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://"), log.read_text()
+        asks(url)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0, log.read_text()
+    lines = log.read_text().splitlines()
+    shutil.rmtree(log.parent)
+    return {line.split("|")[2].strip() for line in lines if line.startswith("import time:")}
+
+
+def test_serve_imports_neither_httpx_nor_the_recorder_from_launch_through_its_answers(
+    folder: Path,
+):
+    # A replay-only server never sends a request, writes a cassette or patches a clock, so
+    # none of the modules that do are worth their start-up time (docs/serve.md, "Launch").
+    def asks(url: str) -> None:
+        with urllib.request.urlopen(f"{url}/_toolnexus/health") as health:
+            assert json.load(health)["ok"]
+        chat = f"{url}/c/chat/hello/v1/chat/completions"
+        request = urllib.request.Request(
+            chat, data=json.dumps(ASKED).encode(), headers={"content-type": "application/json"}
+        )
+        with urllib.request.urlopen(request) as answer:
+            assert json.load(answer)["choices"][0]["message"]["content"] == "Hello there."
+        stream = f"{url}/c/stream/v1/chat/completions"
+        with urllib.request.urlopen(urllib.request.Request(stream, data=b"{}")) as streamed:
+            assert b"data: [DONE]" in streamed.read()
+
+    imported = _imported_by(["serve", str(folder)], asks)
+
+    assert "pytest_toolnexus._session.session" in imported  # it did replay
+    unneeded = {
+        "httpx",
+        "httpx2",
+        "pytest_toolnexus._bridges.live",
+        "pytest_toolnexus._session.record",
+        "pytest_toolnexus._store.recording",
+        "pytest_toolnexus._timing.timepatch",
+        "anyio._backends._asyncio",
+    }
+    assert imported & unneeded == set()
+
+
+def test_record_forwards_through_aiohttp_s_client_not_httpx(tmp_path: Path):
+    # The recording proxy's own client is aiohttp's, already loaded by its server: httpx's
+    # async client cost milliseconds before each first byte (benchmark 11c).
+    imported = _imported_by(
+        ["record", "--upstream", "http://127.0.0.1:9", "--out", str(tmp_path / "o.msgpack")],
+        lambda url: None,
+    )
+
+    assert "pytest_toolnexus._session.record" in imported
+    assert imported & {"httpx", "httpx2", "pytest_toolnexus._bridges.live"} == set()

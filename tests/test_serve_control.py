@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from pytest_toolnexus import build, faults
+from pytest_toolnexus._serve import fault_spec
 from pytest_toolnexus._serve.app import write_atomically
 from tests.support.serve_cli import serving
 
@@ -143,11 +144,16 @@ def test_a_disconnect_fault_closes_the_connection_mid_stream(folder: Path):
     [
         ([{"kind": "explode"}], "no fault is called 'explode'"),
         ([{"kind": "prepend", "status": 700}], "status 700 is not an HTTP status"),
-        ([{"kind": "prepend", "nth": None}], "nth cannot be null"),
-        ([{"kind": "stall"}], "(stall) needs seconds"),
-        ([{"kind": "disconnect", "after_event": 1, "when": 2}], "takes no when"),
+        ([{"kind": "prepend", "nth": None}], "nth must be a whole number, got None"),
+        ([{"kind": "prepend", "status": "429"}], "(prepend): status must be a whole number"),
+        ([{"kind": "prepend", "headers": {"x": 1}}], "headers must be a mapping of strings"),
+        ([{"kind": "stall"}], "fault 0 (stall) needs seconds"),
+        ([{"kind": "disconnect", "after_event": 1, "when": 2}], "takes no when; it takes "),
         ([{"kind": "rechunk", "mode": "words"}], "rechunk mode 'words'"),
-        ([{"kind": "stall", "seconds": "2"}], "seconds must be a number"),
+        ([{"kind": "stall", "seconds": "2"}], "seconds must be a number of seconds, got '2'"),
+        ([{"kind": "read_timeout", "after_event": 1.5}], "after_event must be a whole number"),
+        ([{"kind": "error_event", "after_event": 0, "style": "x"}], "style 'x' is not one of"),
+        ([{"kind": "prepend"}, {"kind": "rechunk", "size": 0}], "fault 1 (rechunk): size"),
         ([], "non-empty list"),
     ],
 )
@@ -161,6 +167,25 @@ def test_a_fault_that_cannot_be_made_is_refused_saying_why(folder: Path, faults:
     assert refused.status_code == 400
     assert said in refused.json()["error"]
     assert still.status_code == 200
+
+
+def test_a_fault_asked_for_as_json_is_the_python_function_s_with_its_defaults(folder: Path):
+    # rechunk's nth is None by default (every request it targets), as faults.rechunk() has it.
+    made = fault_spec.faults_from(
+        [{"kind": "rechunk", "mode": "bytes"}, {"kind": "stall", "seconds": 1}]
+    )
+    assert made == [faults.rechunk("bytes"), faults.stall(1)]
+
+    with serving([folder], "--allow-repeats", "--timing", "instant") as served:
+        httpx.post(
+            f"{served.url}/_toolnexus/faults",
+            json={"cassette": "stream", "faults": [{"kind": "rechunk", "mode": "bytes"}]},
+        ).raise_for_status()
+        for _ in range(2):
+            httpx.post(f"{served.url}/c/stream{CHAT}", json=ASKED).raise_for_status()
+        report = httpx.get(f"{served.url}/_toolnexus/report", params={"cassette": "stream"})
+
+    assert [r["faults"] for r in report.json()["requests"]] == [["re-chunked (bytes)"]] * 2
 
 
 def test_an_unknown_control_endpoint_lists_the_known_ones(folder: Path):

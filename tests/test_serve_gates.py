@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.node_packages import npm_package
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "examples" / "serve_gates.py"
+CLIENTS = Path(__file__).parent / "support" / "clients"
 
 # A client of one gate only: the retry gate's 429, its wait, then its 200, with urllib.
 RETRY_ONLY = """
@@ -74,3 +78,23 @@ def test_a_client_that_fails_fails_every_gate():
         for line in done.stdout.splitlines()
         if line.startswith("gate")
     )
+
+
+def test_a_node_client_with_the_openai_package_passes_the_three_gates():
+    folder = npm_package("openai", "7")
+
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--", "node", str(CLIENTS / "gates.mjs")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "NODE_OPENAI": str(folder)},
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [line.split()[:3] for line in done.stdout.splitlines()] == [
+        ["gate", "tools", "PASS"],
+        ["gate", "stream", "PASS"],
+        ["gate", "retry", "PASS"],
+    ]

@@ -10,15 +10,16 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import TextIO
 
 import httpx
+import pytest
 
 from pytest_toolnexus import CassetteSession, load_cassette
+from pytest_toolnexus._serve.upstream import environment_proxy
 from tests.support.emulator import Emulator
 from tests.support.node_packages import npm_package
 from tests.support.realtime import wall
-from tests.support.serve_cli import Served, log_file, serving
+from tests.support.serve_cli import serving, start_record
 
 CLIENTS = Path(__file__).parent / "support" / "clients"
 STREAM = {
@@ -27,38 +28,6 @@ STREAM = {
     "stream": True,
 }
 CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hello"}]}
-
-
-def _start_record(upstream: str, out: Path, *args: str) -> Served:
-    log = log_file()
-    with log.open("w") as err:
-        process = _popen_record(upstream, out, args, err)
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    assert line.startswith("http://"), (line, process.wait(), log.read_text())
-    return Served(line.strip(), process, log)
-
-
-def _popen_record(
-    upstream: str, out: Path, args: tuple[str, ...], err: TextIO
-) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest_toolnexus",
-            "record",
-            "--upstream",
-            upstream,
-            "--out",
-            str(out),
-            *args,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=err,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
 
 
 def _stream_lines(url: str, body: object) -> tuple[list[tuple[float, bytes]], bytes]:
@@ -79,7 +48,7 @@ def _stream_lines(url: str, body: object) -> tuple[list[tuple[float, bytes]], by
 def test_record_tees_without_buffering_and_the_cassette_replays_identically(tmp_path: Path):
     out = tmp_path / "recorded.msgpack"
     with Emulator(events=4, delay=0.4, first_event_delay=0.1) as emulator:
-        proxy = _start_record(emulator.base_url, out)
+        proxy = start_record(emulator.base_url, out)
         chunks, through_proxy = _stream_lines(f"{proxy.url}/v1/chat/completions", STREAM)
         with httpx.Client() as client:
             chat = client.post(f"{proxy.url}/v1/chat/completions", json=CHAT)
@@ -129,7 +98,7 @@ def test_a_secret_in_a_recording_refuses_the_write_without_printing_it(tmp_path:
     key = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7cDe0fGh3iJk6lMn9o"
     leaky = {**CHAT, "messages": [{"role": "user", "content": f"my key is {key}"}]}
     with Emulator() as emulator:
-        proxy = _start_record(emulator.base_url, out)
+        proxy = start_record(emulator.base_url, out)
         httpx.post(f"{proxy.url}/v1/chat/completions", json=leaky).raise_for_status()
         code, err = proxy.stop(signal.SIGINT)
 
@@ -144,7 +113,7 @@ def test_an_upstream_that_fails_is_told_of_with_a_key_in_the_query_redacted(tmp_
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
     key = "sk-query-0123456789abcdef"
-    proxy = _start_record(f"http://127.0.0.1:{port}", tmp_path / "failed.msgpack")
+    proxy = start_record(f"http://127.0.0.1:{port}", tmp_path / "failed.msgpack")
     answer = httpx.post(f"{proxy.url}/v1/chat/completions?key={key}", json=CHAT)
     code, err = proxy.stop()
 
@@ -175,7 +144,7 @@ def test_the_node_openai_client_records_through_the_proxy_and_replays_in_serve(t
         return [json.loads(line) for line in done.stdout.splitlines()]
 
     with Emulator(events=3, delay=0.05) as emulator:
-        proxy = _start_record(emulator.base_url, out)
+        proxy = start_record(emulator.base_url, out)
         live_chat = node("chat", f"{proxy.url}/v1")
         live_stream = node("stream", f"{proxy.url}/v1")
         code, err = proxy.stop()
@@ -188,3 +157,59 @@ def test_the_node_openai_client_records_through_the_proxy_and_replays_in_serve(t
     assert [c["content"] for c in replay_chat] == [c["content"] for c in live_chat]
     assert [c["content"] for c in replay_stream] == [c["content"] for c in live_stream]
     assert len(live_stream) == 3
+
+
+def test_the_proxy_forwards_the_client_s_own_headers_and_hands_on_a_gzip_stream_decoded(
+    tmp_path: Path,
+):
+    out = tmp_path / "gzip.msgpack"
+    sent_headers = {
+        "authorization": "Bearer sk-test-fake",
+        "content-type": "application/json",
+        "user-agent": "node-client/1.0",
+        "x-stainless-lang": "js",
+    }
+    with Emulator(events=3, delay=0.01, gzip=True) as emulator:
+        proxy = start_record(emulator.base_url, out)
+        with httpx.Client(timeout=30) as client:
+            request = client.build_request(
+                "POST",
+                f"{proxy.url}/v1/chat/completions?api-version=1",
+                content=json.dumps(STREAM).encode(),
+                headers=sent_headers,
+            )
+            del request.headers["accept-encoding"]  # only what the client itself sends
+            del request.headers["accept"]
+            answer = client.send(request)
+        upstream_sent = emulator.requests[0]
+        upstream_body = emulator.responses[0].snapshot().body
+        code, err = proxy.stop()
+
+    assert code == 0, err
+    # The upstream saw the client's headers, and none a client library of the proxy's adds.
+    assert (upstream_sent.path, upstream_sent.query) == ("/v1/chat/completions", "api-version=1")
+    for name, value in sent_headers.items():
+        assert upstream_sent.header(name) == value
+    assert upstream_sent.header("accept-encoding") is None
+    assert upstream_sent.header("accept") is None
+    assert upstream_sent.header("user-agent") == "node-client/1.0"
+    # The answer came gzip-encoded and went to the client decoded, as it is stored.
+    assert answer.status_code == 200
+    assert "content-encoding" not in answer.headers
+    assert answer.content == upstream_body
+    [interaction] = load_cassette(out).interactions
+    assert interaction.response is not None
+    assert "content-encoding" not in {k.lower() for k in interaction.response.headers}
+
+
+def test_the_proxy_reads_the_environment_s_proxy_for_its_upstream_once(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+
+    assert environment_proxy("https://api.openai.com") == "http://proxy.internal:3128"
+    assert environment_proxy("http://127.0.0.1:8080") is None  # no HTTP_PROXY
+    monkeypatch.setenv("NO_PROXY", "api.openai.com")
+    assert environment_proxy("https://api.openai.com") is None

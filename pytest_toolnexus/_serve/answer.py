@@ -140,11 +140,11 @@ async def respond(
 ) -> web.StreamResponse:
     """Send a seam response on the wire: a byte stream piece by piece as it yields (a
     failure in it breaks the connection, as it broke live), a whole body with its length."""
-    headers = CIMultiDict(
-        (k, v) for k, v in response.headers.multi_items() if k.lower() not in _HOP
-    )
     body = response.body
     if isinstance(body, AsyncByteStream):
+        headers = CIMultiDict(
+            (k, v) for k, v in response.headers.multi_items() if k.lower() not in _HOP
+        )
         return await _stream(request, response.status, headers, body, url)
     pairs, content = wire_body(response, request.method)
     whole = CIMultiDict((k, v) for k, v in pairs if k.lower() not in _HOP)

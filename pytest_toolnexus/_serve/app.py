@@ -22,7 +22,6 @@ from typing import TextIO
 from aiohttp import web
 
 from pytest_toolnexus._seam.errors import CassetteError
-from pytest_toolnexus._timing.clock import RealClock, real_monotonic
 
 from .answer import answer, log
 from .catalog import Catalog, ServeOptions
@@ -79,9 +78,6 @@ async def listen(
     signals = (signal.SIGINT, signal.SIGTERM)
     for number in signals:
         loop.add_signal_handler(number, stop.set)
-    # The first wait on a real clock loads the event loop's side of anyio (some 70 ms): done
-    # now, not in the first replayed answer, which would come late by as much.
-    await RealClock().await_until(real_monotonic() + 0.001)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     try:

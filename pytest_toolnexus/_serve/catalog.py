@@ -23,6 +23,7 @@ from pytest_toolnexus._session.session import CassetteSession
 __all__ = ["Catalog", "CatalogError", "ServeOptions", "ServedCassette", "names_in"]
 
 SUFFIX: Final = ".msgpack"
+_ROUTES_KEPT: Final = 4096
 
 
 class CatalogError(CassetteError):
@@ -126,6 +127,9 @@ class Catalog:
         self.options = options
         self._lock = threading.Lock()
         self._served: dict[str, ServedCassette] = {}
+        # A /c/ path's cassette name and the rest, found once per path (most clients send the
+        # same few paths again and again); emptied whenever the names served change.
+        self._routes: dict[str, tuple[str, str] | None] = {}
         self.unrouted: list[str] = []
         """Requests that named no cassette this server has, as the answers said."""
 
@@ -147,6 +151,7 @@ class Catalog:
                     raise _clash(name, served.path, file)
             made = {name: ServedCassette(name, file, self.options) for name, file in found.items()}
             self._served.update(made)
+            self._routes.clear()
         return list(made)
 
     def get(self, name: str) -> ServedCassette | None:
@@ -164,13 +169,20 @@ class Catalog:
     def route(self, raw_path: str) -> tuple[ServedCassette, str] | None:
         """The cassette a ``/c/<name>/rest`` path names and the rest (``/rest``), the longest
         name that fits first; None when no served cassette's name fits."""
-        segments = raw_path.split("/")[2:]  # "", "c", then the name's segments and the rest
         with self._lock:
-            for cut in range(len(segments), 0, -1):
-                name = "/".join(unquote(s) for s in segments[:cut])
-                served = self._served.get(_plain(name))
-                if served is not None:
-                    return served, "/" + "/".join(segments[cut:])
+            if raw_path not in self._routes:
+                if len(self._routes) >= _ROUTES_KEPT:
+                    self._routes.clear()
+                self._routes[raw_path] = self._find(raw_path)
+            found = self._routes[raw_path]
+            return None if found is None else (self._served[found[0]], found[1])
+
+    def _find(self, raw_path: str) -> tuple[str, str] | None:
+        segments = raw_path.split("/")[2:]  # "", "c", then the name's segments and the rest
+        for cut in range(len(segments), 0, -1):
+            name = _plain("/".join(unquote(s) for s in segments[:cut]))
+            if name in self._served:
+                return name, "/" + "/".join(segments[cut:])
         return None
 
 

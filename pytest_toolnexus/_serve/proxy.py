@@ -2,9 +2,10 @@
 
 A client points its base URL at the proxy; each request goes on to ``--upstream`` with the
 path and query it was sent with, through a recording
-:class:`~pytest_toolnexus._session.session.CassetteSession` (record mode ``all``), whose
-recorder tees the answer: each piece goes back to the client the moment it arrives, and a
-copy is stamped and parsed as in pytest. On SIGINT or SIGTERM the session writes the cassette
+:class:`~pytest_toolnexus._session.session.CassetteSession` (record mode ``all``) that sends
+through :class:`~.upstream.Upstream` (aiohttp's client), whose recorder tees the answer: each
+piece goes back to the client the moment it arrives, and a copy is stamped and parsed as in
+pytest. On SIGINT or SIGTERM the session writes the cassette
 through the gate pytest writes through: redaction, the secret scan, then an atomic replace.
 """
 
@@ -20,17 +21,19 @@ from aiohttp import web
 
 from pytest_toolnexus._safety.redact import redact_url
 from pytest_toolnexus._seam.errors import CassetteError, TransportError
+from pytest_toolnexus._seam.transport import AsyncTransport
 from pytest_toolnexus._session.session import CassetteSession
 
 from .answer import log, respond, seam_request
 from .app import listen, log_to
+from .upstream import Upstream
 
 __all__ = ["record"]
 
 
-def proxy_app(session: CassetteSession, upstream: str) -> web.Application:
-    """The application that forwards every request to ``upstream`` through ``session``."""
-    transport = session.async_transport
+def proxy_app(transport: AsyncTransport, upstream: str) -> web.Application:
+    """The application that forwards every request to ``upstream`` through ``transport`` (a
+    recording session's)."""
     base = upstream.rstrip("/")
 
     async def handle(request: web.Request) -> web.StreamResponse:
@@ -80,12 +83,16 @@ def record(
         return 2
 
     async def main() -> None:
+        live = Upstream(upstream)
+        await live.open()  # its client is made before any request is timed
         try:
-            await listen(
-                proxy_app(session, upstream), host=host, port=port, url_file=url_file, out=stdout
-            )
+            app = proxy_app(session.async_transport_for(live), upstream)
+            await listen(app, host=host, port=port, url_file=url_file, out=stdout)
         finally:
-            await session.aclose()
+            try:
+                await session.aclose()
+            finally:
+                await live.aclose()
 
     try:
         asyncio.run(main())

@@ -13,7 +13,6 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import cast
 
-from pytest_toolnexus._bridges.live import LiveTransport
 from pytest_toolnexus._seam.duplex import is_upgrade
 from pytest_toolnexus._seam.errors import TransportCancelled, TransportError, expected_error
 from pytest_toolnexus._seam.headers import Headers
@@ -219,6 +218,8 @@ class RecordingTransport:
         """Make the live transport's own client now, if it makes one (a
         :class:`~pytest_toolnexus.LiveTransport`): whoever times a request, this recorder or
         the session that sends through it, calls this before it reads the clock."""
+        from pytest_toolnexus._bridges.live import LiveTransport  # httpx: recording only
+
         if isinstance(self._live, LiveTransport):
             self._live.prepare(asynchronous=asynchronous)
 

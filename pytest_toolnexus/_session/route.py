@@ -18,11 +18,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_toolnexus._answers.views import ProviderView, ViewError, view
-from pytest_toolnexus._bridges.httpx import HTTPBridge
-from pytest_toolnexus._bridges.live import LiveTransport
 from pytest_toolnexus._patching.install import SessionClosedError
 from pytest_toolnexus._safety.redact import redact_url
 from pytest_toolnexus._safety.redact_interaction import redacted
@@ -54,11 +51,19 @@ from pytest_toolnexus._timing.clock import Clock
 from .faults import Fault, FaultSet, Shaping
 from .match import Index, MatchRules
 from .miss import miss_error, missing_error
-from .record import RecordingTransport
 from .replay import aplay, play
 from .replay_check import DAMAGE, check_playable
 from .sent import SentRequest, Turn
 from .unread import describe_unread, left_unread
+
+if TYPE_CHECKING:
+    # Each imported where it is used, not here: a session that only replays through the seam
+    # (serve's) never needs httpx and httpx2 (the bridges), the recorder or the views.
+    from pytest_toolnexus._answers.views import ProviderView
+    from pytest_toolnexus._bridges.httpx import HTTPBridge
+    from pytest_toolnexus._bridges.live import LiveTransport
+
+    from .record import RecordingTransport
 
 __all__ = ["Leftovers", "RequestPath"]
 
@@ -199,6 +204,8 @@ class RequestPath:
 
     def http_transport(self) -> HTTPBridge:
         """An httpx/httpx2 transport for ``httpx2.Client(transport=...)`` and friends."""
+        from pytest_toolnexus._bridges.httpx import HTTPBridge
+
         sync, asynchronous = self._bridged
         return HTTPBridge(sync, async_transport=asynchronous)
 
@@ -213,6 +220,8 @@ class RequestPath:
         given_async = self._async_live if self._async_live not in self._owned_async_live else None
         bridged = None
         if given is None or given_async is None:
+            from pytest_toolnexus._bridges.live import LiveTransport
+
             bridged = LiveTransport(exact=True)
             self._owned_live.append(bridged)
             self._owned_async_live.append(bridged)
@@ -224,8 +233,11 @@ class RequestPath:
     def transport_for(self, live: Transport | None) -> Transport:
         """A sync seam transport that records through ``live`` (default: its own client)."""
         # Made before any request is timed, since opening a client takes a while.
-        recorder = RecordingTransport(live or self._default_live()) if self._may_record else None
-        if recorder is not None:
+        recorder: RecordingTransport | None = None
+        if self._may_record:
+            from .record import RecordingTransport
+
+            recorder = RecordingTransport(live or self._default_live())
             self._recorders.append(recorder)
 
         def handle(request: TransportRequest) -> TransportResponse:
@@ -255,10 +267,11 @@ class RequestPath:
 
     def async_transport_for(self, live: AsyncTransport | DualTransport | None) -> AsyncTransport:
         """An async seam transport that records through ``live`` (default: its own client)."""
-        recorder = (
-            RecordingTransport(live or self._default_async_live()) if self._may_record else None
-        )
-        if recorder is not None:
+        recorder: RecordingTransport | None = None
+        if self._may_record:
+            from .record import RecordingTransport
+
+            recorder = RecordingTransport(live or self._default_async_live())
             self._recorders.append(recorder)
 
         async def handle(request: TransportRequest) -> TransportResponse:
@@ -294,6 +307,8 @@ class RequestPath:
     def _default_live(self) -> Transport:
         if self._live is not None:
             return self._live
+        from pytest_toolnexus._bridges.live import LiveTransport
+
         transport = LiveTransport()
         self._owned_live.append(transport)
         self._live = transport
@@ -302,6 +317,8 @@ class RequestPath:
     def _default_async_live(self) -> AsyncTransport | DualTransport:
         if self._async_live is not None:
             return self._async_live
+        from pytest_toolnexus._bridges.live import LiveTransport
+
         transport = LiveTransport()
         self._owned_async_live.append(transport)
         self._async_live = transport
@@ -454,6 +471,8 @@ class RequestPath:
     def view(self, request: int = -1) -> ProviderView:
         """What the model answered to the ``request``-th request sent (the last by default),
         in the provider-neutral shape of :mod:`pytest_toolnexus.views`."""
+        from pytest_toolnexus._answers.views import ViewError, view
+
         with self._lock:
             sent = self.requests[request]
             if sent.interaction is None:

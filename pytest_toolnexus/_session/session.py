@@ -19,10 +19,8 @@ import types
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
-from pytest_toolnexus._answers.views import ProviderView
-from pytest_toolnexus._bridges.httpx import HTTPBridge
 from pytest_toolnexus._patching.install import Installation, SessionClosedError, State
 from pytest_toolnexus._realtime.log import WebSocketLog
 from pytest_toolnexus._seam.errors import (
@@ -48,12 +46,9 @@ from pytest_toolnexus._store.cassette import (
     load_cassette,
 )
 from pytest_toolnexus._store.read import unusable
-from pytest_toolnexus._store.recording import RecordingWriter
 from pytest_toolnexus._store.records import corrupt_at
 from pytest_toolnexus._store.write import fingerprint
 from pytest_toolnexus._timing.clock import Clock, InstantClock, RealClock, real_wall
-from pytest_toolnexus._timing.timepatch import install as install_clock
-from pytest_toolnexus._timing.timepatch import observe_sleeps
 from pytest_toolnexus._timing.virtual import Sleep, VirtualClock
 
 from .faults import Fault, FaultSet
@@ -64,6 +59,13 @@ from .modes import RECORD_MODES, TIMING_MODES, RecordMode, TimingMode
 from .replay_check import DAMAGE
 from .route import Leftovers, RequestPath
 from .sent import SentRequest
+
+if TYPE_CHECKING:
+    # Each imported where it is used, not here: a session that only replays through the seam
+    # (serve's) never needs httpx, the writer and its secret scan, nor the clock's patches.
+    from pytest_toolnexus._answers.views import ProviderView
+    from pytest_toolnexus._bridges.httpx import HTTPBridge
+    from pytest_toolnexus._store.recording import RecordingWriter
 
 __all__ = [
     "RECORD_MODES",
@@ -182,8 +184,11 @@ class CassetteSession:
         self._may_record = record in ("new", "all") or (record == "once" and not self.existed)
         # Made before any request is sent: it refuses a path no write can succeed at, and
         # notes what the file is now, to tell at the write whether another writer wrote it.
-        self._writer = (
-            RecordingWriter(
+        self._writer: RecordingWriter | None = None
+        if self._may_record:
+            from pytest_toolnexus._store.recording import RecordingWriter
+
+            self._writer = RecordingWriter(
                 self.path,
                 run_id=run_id,
                 merge_always=record == "new",
@@ -192,9 +197,6 @@ class CassetteSession:
                 fix=_SECRET_FIX,
                 loaded=None if read_as is None or record != "new" else (read_as, loaded),
             )
-            if self._may_record
-            else None
-        )
         if timing not in TIMING_MODES:
             raise ValueError(f"timing mode {timing!r} is not one of {', '.join(TIMING_MODES)}")
         self.timing: TimingMode = timing
@@ -402,6 +404,9 @@ class CassetteSession:
         if installation is None:
             own = installation = Installation(self._owner()).open()
         try:
+            from pytest_toolnexus._timing.timepatch import install as install_clock
+            from pytest_toolnexus._timing.timepatch import observe_sleeps
+
             if isinstance(self.clock, VirtualClock):
                 self._uninstall = install_clock(self.clock, self._clock_modules, installation)
             else:

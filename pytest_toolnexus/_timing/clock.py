@@ -7,12 +7,14 @@ same interface.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from collections.abc import Callable
 from typing import Final, Protocol, final
 
 import anyio
+import sniffio
 
 from pytest_toolnexus._seam.cancel import CancelToken
 
@@ -47,11 +49,29 @@ _SLICE: Final = 0.05
 
 
 async def _real_async_sleep(seconds: float) -> None:
-    """Wait on the event loop's own clock without calling ``anyio.sleep`` or ``trio.sleep``:
-    the sleep watch of the real and instant modes patches those to note the waits of the code
-    under test, and replay's own waits are not among them."""
-    with anyio.move_on_after(seconds):
-        await anyio.Event().wait()
+    """Wait on the event loop's own clock without calling ``asyncio.sleep``, ``anyio.sleep``
+    or ``trio.sleep``: the sleep watch of the real and instant modes patches those to note the
+    waits of the code under test, and replay's own waits are not among them.
+
+    On asyncio a timer on the loop settles a future (what ``asyncio.sleep`` itself does), so
+    the first wait does not load anyio's asyncio backend, some 70 ms of imports that ``serve``
+    would otherwise spend on its first answer; on any other loop (trio), anyio waits."""
+    if sniffio.current_async_library() != "asyncio":
+        with anyio.move_on_after(seconds):
+            await anyio.Event().wait()
+        return
+    loop = asyncio.get_running_loop()
+    woken = loop.create_future()
+    timer = loop.call_later(seconds, _wake, woken)
+    try:
+        await woken
+    finally:
+        timer.cancel()
+
+
+def _wake(woken: asyncio.Future[None]) -> None:
+    if not woken.done():
+        woken.set_result(None)
 
 
 class Clock(Protocol):

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Served", "log_file", "serving", "start_serve"]
+__all__ = ["Served", "log_file", "serving", "start_record", "start_serve"]
 
 _START_TIMEOUT = 30.0
 
@@ -64,6 +64,10 @@ class Served:
 def start_serve(paths: Sequence[Path | str], *args: str, cwd: Path | None = None) -> Served:
     """Start ``pytest-toolnexus serve PATH... ARGS`` and wait for the URL line it prints."""
     command = [sys.executable, "-m", "pytest_toolnexus", "serve", *map(str, paths), *args]
+    return _start(command, "serve", cwd=cwd)
+
+
+def _start(command: list[str], name: str, cwd: Path | None = None) -> Served:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     log = log_file()
     with log.open("w") as err:
@@ -77,9 +81,16 @@ def start_serve(paths: Sequence[Path | str], *args: str, cwd: Path | None = None
         process.kill()
         process.communicate()
         raise AssertionError(
-            f"serve printed {line!r} instead of its URL; stderr:\n{_read_and_remove(log)}"
+            f"{name} printed {line!r} instead of its URL; stderr:\n{_read_and_remove(log)}"
         )
     return Served(line.strip(), process, log)
+
+
+def start_record(upstream: str, out: Path, *args: str) -> Served:
+    """Start ``pytest-toolnexus record --upstream UPSTREAM --out OUT ARGS`` and wait for the
+    URL line it prints; stop it (which writes the cassette) with :meth:`Served.stop`."""
+    command = [sys.executable, "-m", "pytest_toolnexus", "record", "--upstream", upstream]
+    return _start([*command, "--out", str(out), *args], "record")
 
 
 @contextlib.contextmanager
