@@ -100,13 +100,15 @@ LAYERS: list[tuple[str, ...]] = [
     # 13: the session, which composes them for one cassette: its request path and its life
     ("_session.*",),
     # 14: what builds on a session or on faults: the timing assertions, the builder of
-    # unrecorded answers (one module per provider), the in-process model on it, the run
-    # report (a test's data read from its closed session, and the page drawn from it), and the
-    # public faults module (the one place a fault is made and its arguments checked, which
-    # serve's control API calls for the faults another language asks for)
-    ("_timing.expect", "_answers.build*", "_answers.model", "_report.*", "faults"),
+    # unrecorded answers (one module per provider), the in-process model on it, and the run
+    # report (a test's data read from its closed session, and the page drawn from it)
+    ("_timing.expect", "_answers.build*", "_answers.model", "_report.*"),
     # 14b: WebSocket sessions, recorded and replayed through a session's request path
     ("_realtime.*",),
+    # 14c: the public faults module, the one place a fault is made and its arguments checked:
+    # HTTP faults and WebSocket ones (which serve's control API calls for the faults another
+    # language asks for)
+    ("faults",),
     # 15: installing the bridges into the HTTP libraries, the pytest plugin's own modules, and
     # the loopback server (``serve``), which replays through a session per cassette
     ("_patching.*", "_plugin.*", "_serve.*"),
