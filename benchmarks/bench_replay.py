@@ -28,7 +28,6 @@ import vcr
 from _common import Table, cpu_now, mean, median, now, ratio, us, verdict
 from _fixtures import CHAT_URL, Pair, chat_pairs, http_response, write_toolnexus, write_vcrpy
 
-import pytest_toolnexus._bridges.httpx as bridge_module
 from pytest_toolnexus import CassetteSession
 from pytest_toolnexus._bridges.httpx import HTTPBridge
 from pytest_toolnexus._seam.transport import call
@@ -375,11 +374,11 @@ class _TimedBridge(HTTPBridge):
     def handle_request(self, request: Any) -> Any:
         assert self._transport is not None
         start = now()
-        seam_request = bridge_module._seam_request(request, request.read())
+        seam_request = self._translation.seam_request(request, request.read())
         parsed = now()
         answer = call(self._transport, seam_request)
         answered = now()
-        response = bridge_module._library_response(httpx, request, answer)
+        response = self._translation.library_response(httpx, request, answer)
         made = now()
         self.steps.append((parsed - start, answered - parsed, made - answered))
         return response
