@@ -62,6 +62,10 @@ def _tokens_masked(value: str) -> str:
 def redact_url(url: str) -> str:
     """The URL with the password of its userinfo (``user:password@host``) and the value of
     every credential query parameter replaced by ``REDACTED``."""
+    if "@" not in url and "?" not in url and "[" not in url:
+        # No userinfo, no query, no IPv6 literal that urlsplit would refuse when broken:
+        # nothing to redact or to refuse (the usual API URL), so nothing is parsed.
+        return url
     parts = urlsplit(url)
     userinfo, at, hostport = parts.netloc.rpartition("@")
     user, colon, _ = userinfo.partition(":")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Final, final
+from typing import Final, TypeVar, final, overload
 
 from pytest_toolnexus._safety.mask import CREDENTIAL_HEADERS, mask_text
 
 __all__ = ["Headers", "HeadersInput", "wire_pairs"]
+
+_T = TypeVar("_T")
 
 HeadersInput = (
     "Headers | Mapping[str, str] | Iterable[tuple[str, str]] | Iterable[tuple[bytes, bytes]] | None"
@@ -96,6 +98,19 @@ class Headers(Mapping[str, str]):
 
     def __getitem__(self, name: str) -> str:
         return ", ".join(self._index[name.lower()])
+
+    @overload
+    def get(self, name: str, /) -> str | None: ...
+
+    @overload
+    def get(self, name: str, /, default: str | _T) -> str | _T: ...
+
+    def get(self, name: str, /, default: object = None) -> object:
+        """The values of ``name`` joined with ``", "``, or ``default`` when there is none.
+        (Mapping's own ``get`` raises and catches a KeyError for each absent name, which a
+        replayed request pays for every header it looks for and does not find.)"""
+        values = self._index.get(name.lower()) if isinstance(name, str) else None
+        return default if values is None else ", ".join(values)
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name.lower() in self._index

@@ -206,6 +206,10 @@ class TransportRequest:
     on_event: Callable[[bytes], None] | None = None
     content: bytes | None = None
     timeout: float | None = None
+    # How a request made by from_wire parses its body on first read.
+    _parse: Callable[[Headers, bytes], RequestBody] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         headers: object = self.headers
@@ -214,6 +218,50 @@ class TransportRequest:
         object.__setattr__(self, "method", self.method.upper())
         if self.content is not None and not isinstance(self.content, bytes):
             raise TypeError(f"TransportRequest.content must be bytes, got {type(self.content)}")
+
+    @classmethod
+    def from_wire(
+        cls,
+        method: str,
+        url: str,
+        headers: Headers,
+        content: bytes,
+        *,
+        parse: Callable[[Headers, bytes], RequestBody],
+        stream: bool,
+        timeout: float | None = None,
+    ) -> TransportRequest:
+        """A request as a bridge reads it off a client: the bytes the client encoded, with
+        ``body`` made from them by ``parse`` (the bridges' ``decode_body``) on its first read,
+        once, and kept (DESIGN.md section 9, D1). A transport that matches or answers by the
+        bytes never pays for the parse.
+
+        ``stream`` is the caller's reading of the request (``wants_stream``), which must not
+        depend on a body it has not parsed."""
+        request = object.__new__(cls)
+        setattr_ = object.__setattr__
+        setattr_(request, "method", method.upper())
+        setattr_(request, "url", url)
+        setattr_(request, "headers", headers)
+        # ``body`` is left unset: reading it reaches __getattr__, which parses it.
+        setattr_(request, "stream", stream)
+        setattr_(request, "cancel", None)
+        setattr_(request, "on_event", None)
+        setattr_(request, "content", content)
+        setattr_(request, "timeout", timeout)
+        setattr_(request, "_parse", parse)
+        return request
+
+    def __getattr__(self, name: str) -> Any:
+        # Called only for an attribute that is not set: the body of a request made by
+        # from_wire, on its first read.
+        parse = object.__getattribute__(self, "_parse")
+        if name != "body" or parse is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        content = object.__getattribute__(self, "content")
+        body = parse(object.__getattribute__(self, "headers"), content)
+        object.__setattr__(self, "body", body)
+        return body
 
 
 @masked_repr

@@ -367,8 +367,8 @@ class RequestPath:
             raise error
         if (
             self._wire_check
+            and wire_suspect(request.content)  # before the body, which may be parsed on read
             and not isinstance(request.body, bytes)
-            and wire_suspect(request.content)
         ):
             problem = wire_problem(request.body)
             if problem is not None:
@@ -396,10 +396,10 @@ class RequestPath:
                 now - self._t0,
                 replayed=substitute is not None or position is not None,
                 interaction=position,
-                body=request.body,
                 faults=[description for _, description in shapers],
                 applied_faults=tuple(fault for fault, _ in shapers),
             )
+            sent.note_body_of(request)
             self.requests.append(sent)
             # Numbered in the order requests were sent: the cassette keeps that order.
             recording = substitute is None and position is None

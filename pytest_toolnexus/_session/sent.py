@@ -9,16 +9,40 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, overload
 
 from pytest_toolnexus._seam.errors import CassetteFormatError
-from pytest_toolnexus._seam.transport import RequestBody, TransportResponse
+from pytest_toolnexus._seam.transport import RequestBody, TransportRequest, TransportResponse
 from pytest_toolnexus._store.cassette import Interaction, MalformedCassette
 from pytest_toolnexus._store.records import corrupt_at
 
 from .replay import Shaper
 
 __all__ = ["Keeper", "SentRequest", "Turn"]
+
+
+class _Body:
+    """:attr:`SentRequest.body`: the value given, or, for a request noted with
+    :meth:`SentRequest.note_body_of`, that request's body read when first asked for (a bridge's
+    request parses its bytes then: DESIGN.md section 9, D1), and kept."""
+
+    @overload
+    def __get__(self, sent: None, owner: type[Any]) -> RequestBody: ...
+
+    @overload
+    def __get__(self, sent: SentRequest, owner: type[Any]) -> RequestBody: ...
+
+    def __get__(self, sent: SentRequest | None, owner: type[Any]) -> RequestBody:
+        if sent is None:
+            return None  # the field's default, as dataclass reads it
+        value = sent.__dict__["_body"]
+        if isinstance(value, TransportRequest):
+            value = value.body
+            sent.__dict__["_body"] = value
+        return value  # type: ignore[no-any-return]
+
+    def __set__(self, sent: SentRequest, value: RequestBody) -> None:
+        sent.__dict__["_body"] = value
 
 
 @dataclass
@@ -40,13 +64,17 @@ class SentRequest:
     interaction: int | None = None
     status: int | None = None
     retry_after: str | None = None
-    body: RequestBody = None
+    body: _Body = _Body()
     faults: list[str] = field(default_factory=list)
     deliveries: list[float] = field(default_factory=list)
     complete: bool = False
     applied_faults: tuple[object, ...] = field(default=(), repr=False, compare=False)
     """The fault objects behind ``faults``, in the order applied (a WebSocket's replay reads
     the ones that shape its frames)."""
+
+    def note_body_of(self, request: TransportRequest) -> None:
+        """Take :attr:`body` from ``request`` when it is first read, not now."""
+        self.__dict__["_body"] = request
 
     @property
     def first_delivery(self) -> float | None:

@@ -51,6 +51,7 @@ from pytest_toolnexus._store.write import fingerprint
 from pytest_toolnexus._timing.clock import Clock, InstantClock, RealClock, real_wall
 from pytest_toolnexus._timing.virtual import Sleep, VirtualClock
 
+from .collector import freeze, paused
 from .faults import Fault, FaultSet
 from .interruption import interruption
 from .match import Index, Matcher, MatchRules
@@ -87,6 +88,10 @@ _SECRET_FIX: Final = (
     "for a value that is a known fake, list it in allow_secrets."
 )
 """The fix a write the secret scan refuses suggests."""
+
+
+def _stay() -> None:
+    """Nothing to give back: this session froze nothing."""
 
 
 class UnusedInteractionsWarning(UserWarning):
@@ -162,25 +167,78 @@ class CassetteSession:
         # What the file was when it was read whole (record mode "new"): the write merges
         # what was read instead of reading it again, while the file is still that one.
         read_as: tuple[int, int, int] | None = None
-        if record == "none" and not self.existed:
-            not_found = missing_message(self.path, note)
-        elif record == "none" or (record in ("once", "new") and self.existed):
-            before = fingerprint(self.path)
-            cassette = self._load(record)
-            if fingerprint(self.path) == before:
-                read_as = before
-            loaded = cassette.interactions
-            self._meta = {**cassette.meta, **self._meta}
         index = Index(self.rules, [], allow_repeats, matcher)
-        for position, interaction in enumerate(loaded):
-            try:
-                index.add(interaction, played=False)
-            except (MalformedCassette, *DAMAGE) as exc:
-                # A URL with a port out of range or a broken IPv6 literal, a request body
-                # with bytes or NaN, or nested deeper than a cassette holds: the request
-                # cannot be matched, so the file is damaged.
-                reason = f"its request cannot be matched ({damage_reason(exc)})"
-                raise corrupt_at(self.path, position, reason) from exc
+        # The file decoded and its requests indexed with the collector paused: they are all
+        # containers that live as long as the session (see .collector).
+        with paused() as collecting:
+            if record == "none" and not self.existed:
+                not_found = missing_message(self.path, note)
+            elif record == "none" or (record in ("once", "new") and self.existed):
+                before = fingerprint(self.path)
+                cassette = self._load(record)
+                if fingerprint(self.path) == before:
+                    read_as = before
+                loaded = cassette.interactions
+                self._meta = {**cassette.meta, **self._meta}
+            for position, interaction in enumerate(loaded):
+                try:
+                    index.add(interaction, played=False)
+                except (MalformedCassette, *DAMAGE) as exc:
+                    # A URL with a port out of range or a broken IPv6 literal, a request body
+                    # with bytes or NaN, or nested deeper than a cassette holds: the request
+                    # cannot be matched, so the file is damaged.
+                    reason = f"its request cannot be matched ({damage_reason(exc)})"
+                    raise corrupt_at(self.path, position, reason) from exc
+            # Frozen before the collector is back on, or its next young collection would
+            # traverse all of them at once.
+            unfreeze = freeze(collecting) if loaded else _stay
+        try:
+            self._open(
+                record,
+                timing,
+                speed,
+                clock_modules,
+                loaded,
+                index,
+                read_as,
+                not_found,
+                run_id,
+                before_write,
+                live,
+                async_live,
+                redact,
+                allow_secrets,
+                faults,
+                wire_check,
+                note,
+            )
+        except BaseException:
+            unfreeze()
+            raise
+        self._unfreeze: Callable[[], None] = unfreeze
+
+    def _open(
+        self,
+        record: RecordMode,
+        timing: TimingMode,
+        speed: float,
+        clock_modules: Iterable[types.ModuleType],
+        loaded: list[Interaction],
+        index: Index,
+        read_as: tuple[int, int, int] | None,
+        not_found: str | None,
+        run_id: str | None,
+        before_write: Callable[[Cassette], None] | None,
+        live: Transport | DualTransport | None,
+        async_live: AsyncTransport | None,
+        redact: Callable[[Interaction], Interaction | None] | None,
+        allow_secrets: Iterable[str],
+        faults: Iterable[Fault],
+        wire_check: bool,
+        note: str | None,
+    ) -> None:
+        """The rest of the constructor, once the file is read: the writer, the clock and the
+        request path."""
         self._may_record = record in ("new", "all") or (record == "once" and not self.existed)
         # Made before any request is sent: it refuses a path no write can succeed at, and
         # notes what the file is now, to tell at the write whether another writer wrote it.
@@ -476,6 +534,7 @@ class CassetteSession:
         # Each step runs whatever an earlier one raised, the clock coming off first; they are
         # registered in the reverse of the order they run in.
         with contextlib.ExitStack() as steps:
+            steps.callback(self._unfreeze)
             steps.callback(self._report_unused)
             steps.callback(self._report_recorder_problems)
             steps.callback(self._write)

@@ -1,0 +1,142 @@
+"""A session and the cyclic garbage collector (``_session/collector.py``): the file is loaded
+and indexed with the collector paused, what is tracked then is frozen (``gc.freeze``) so that
+no collection traverses the cassette while it is in use, and it is given back when the session
+closes. A session never unfreezes what it did not freeze, and leaves a disabled collector as it
+found it.
+"""
+
+import gc
+
+import httpx
+import pytest
+
+from pytest_toolnexus import (
+    Cassette,
+    CassetteSession,
+    Headers,
+    Interaction,
+    RecordedRequest,
+    RecordedResponse,
+)
+from pytest_toolnexus._store.cassette import JsonBody
+
+URL = "https://api.example.com/v1/chat/completions"
+JSON = Headers([("content-type", "application/json")])
+
+
+@pytest.fixture(autouse=True)
+def collector_as_found():
+    """Each test starts with the collector on and nothing frozen, and leaves it so."""
+    was_enabled = gc.isenabled()
+    gc.unfreeze()
+    gc.enable()
+    yield
+    gc.unfreeze()
+    if not was_enabled:
+        gc.disable()
+
+
+def write(path, count):
+    interactions = [
+        Interaction(
+            RecordedRequest("POST", URL, JSON, JsonBody({"q": i, "words": ["a"] * 5})),
+            RecordedResponse(200, JSON, JsonBody({"id": f"r{i}", "choices": [{"n": i}] * 3})),
+        )
+        for i in range(count)
+    ]
+    Cassette(path, interactions).save()
+    return path
+
+
+class Collections:
+    """The collections the collector runs while it is installed."""
+
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, phase, info):
+        if phase == "stop":
+            self.seen.append(info["generation"])
+
+    def __enter__(self):
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc_info):
+        gc.callbacks.remove(self)
+
+
+def test_opening_a_large_cassette_runs_no_collection_and_freezes_it(tmp_path):
+    path = write(tmp_path / "c.msgpack", 2_000)
+    gc.collect()
+    with Collections() as during_open:
+        session = CassetteSession(path, record="none", timing="instant", on_unused="ignore")
+    # The decode and the index made far more than a young collection's threshold of
+    # containers, and none was collected: they were made with the collector paused.
+    assert during_open.seen == []
+    assert gc.isenabled()
+    frozen = gc.get_freeze_count()
+    assert frozen > 2_000
+    with httpx.Client(transport=session.http_transport()) as client:
+        answer = client.post(URL, json={"q": 7, "words": ["a"] * 5})
+    assert answer.json()["id"] == "r7"
+    session.close()
+    assert gc.get_freeze_count() == 0
+    assert gc.isenabled()
+
+
+def test_a_session_that_loads_nothing_freezes_nothing(tmp_path):
+    with CassetteSession(tmp_path / "missing.msgpack", record="none"):
+        assert gc.get_freeze_count() == 0
+    with CassetteSession(tmp_path / "new.msgpack", record="all"):
+        assert gc.get_freeze_count() == 0
+
+
+def test_what_another_froze_stays_frozen(tmp_path):
+    path = write(tmp_path / "c.msgpack", 50)
+    gc.freeze()  # a program that froze its own start-up, or another session
+    before = gc.get_freeze_count()
+    session = CassetteSession(path, record="none", on_unused="ignore")
+    assert gc.get_freeze_count() == before
+    session.close()
+    assert gc.get_freeze_count() == before
+
+
+def test_two_sessions_open_at_once_give_back_only_what_each_froze(tmp_path):
+    first = CassetteSession(write(tmp_path / "a.msgpack", 50), record="none", on_unused="ignore")
+    frozen = gc.get_freeze_count()
+    second = CassetteSession(write(tmp_path / "b.msgpack", 50), record="none", on_unused="ignore")
+    assert gc.get_freeze_count() == frozen  # the second saw something frozen, and left it
+    second.close()
+    assert gc.get_freeze_count() == frozen
+    first.close()
+    assert gc.get_freeze_count() == 0
+    first.close()  # closing twice gives back nothing twice
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_disabled_collector_stays_disabled_and_nothing_is_frozen(tmp_path):
+    path = write(tmp_path / "c.msgpack", 50)
+    gc.disable()
+    session = CassetteSession(path, record="none", on_unused="ignore")
+    assert not gc.isenabled()
+    assert gc.get_freeze_count() == 0
+    session.close()
+    assert not gc.isenabled()
+
+
+def test_a_session_that_fails_to_open_after_loading_gives_back_what_it_froze(tmp_path):
+    path = write(tmp_path / "c.msgpack", 50)
+    with pytest.raises(ValueError, match="timing mode"):
+        CassetteSession(path, record="none", timing="sometimes")  # type: ignore[arg-type]
+    assert gc.get_freeze_count() == 0
+    assert gc.isenabled()
+
+
+def test_a_damaged_cassette_refused_at_opening_leaves_the_collector_on(tmp_path):
+    path = tmp_path / "c.msgpack"
+    path.write_bytes(b"\x81\xa6format\xa3bad")
+    with pytest.raises(Exception, match=str(path.name)):
+        CassetteSession(path, record="none", on_unused="ignore")
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == 0
