@@ -299,9 +299,13 @@ class VirtualClock:
         while True:
             if self._first(ticket):
                 if settle:
+                    moved = self._elapsed
                     await _settle()
-                    if not self._first(ticket):
-                        continue  # an earlier wait came while the others settled
+                    if not self._first(ticket) or self._elapsed != moved:
+                        # An earlier wait came while the others settled, or one went and
+                        # moved the clock: what it woke has not settled yet (trio wakes every
+                        # task waiting for idleness at once, in no set order).
+                        continue
                 return
             event = anyio.Event()
             with self._lock:
