@@ -1,8 +1,9 @@
 """A session and the cyclic garbage collector (``_session/collector.py``): the file is loaded
-and indexed with the collector paused, what is tracked then is frozen (``gc.freeze``) so that
-no collection traverses the cassette while it is in use, and it is given back when the session
-closes. A session never unfreezes what it did not freeze, and leaves a disabled collector as it
-found it.
+and indexed with the collector paused, what is tracked then is frozen (``gc.freeze``) when the
+load made enough containers to be worth it, so that no collection traverses the cassette while
+it is in use, and it is given back when the session closes. A session never unfreezes what it
+did not freeze, leaves a disabled collector as it found it, and a small cassette's session
+freezes nothing and asks the collector nothing.
 """
 
 import gc
@@ -18,9 +19,12 @@ from pytest_toolnexus import (
     RecordedRequest,
     RecordedResponse,
 )
+from pytest_toolnexus._session import collector
 from pytest_toolnexus._store.cassette import JsonBody
 
 URL = "https://api.example.com/v1/chat/completions"
+LARGE = 2_000  # interactions: some 45,000 containers once loaded and indexed
+SMALL = 50  # some 1,100
 JSON = Headers([("content-type", "application/json")])
 
 
@@ -67,7 +71,7 @@ class Collections:
 
 
 def test_opening_a_large_cassette_runs_no_collection_and_freezes_it(tmp_path):
-    path = write(tmp_path / "c.msgpack", 2_000)
+    path = write(tmp_path / "c.msgpack", LARGE)
     gc.collect()
     with Collections() as during_open:
         session = CassetteSession(path, record="none", timing="instant", on_unused="ignore")
@@ -76,7 +80,7 @@ def test_opening_a_large_cassette_runs_no_collection_and_freezes_it(tmp_path):
     assert during_open.seen == []
     assert gc.isenabled()
     frozen = gc.get_freeze_count()
-    assert frozen > 2_000
+    assert frozen > collector.WORTH_FREEZING
     with httpx.Client(transport=session.http_transport()) as client:
         answer = client.post(URL, json={"q": 7, "words": ["a"] * 5})
     assert answer.json()["id"] == "r7"
@@ -93,7 +97,7 @@ def test_a_session_that_loads_nothing_freezes_nothing(tmp_path):
 
 
 def test_what_another_froze_stays_frozen(tmp_path):
-    path = write(tmp_path / "c.msgpack", 50)
+    path = write(tmp_path / "c.msgpack", LARGE)
     gc.freeze()  # a program that froze its own start-up, or another session
     before = gc.get_freeze_count()
     session = CassetteSession(path, record="none", on_unused="ignore")
@@ -103,9 +107,11 @@ def test_what_another_froze_stays_frozen(tmp_path):
 
 
 def test_two_sessions_open_at_once_give_back_only_what_each_froze(tmp_path):
-    first = CassetteSession(write(tmp_path / "a.msgpack", 50), record="none", on_unused="ignore")
+    first = CassetteSession(write(tmp_path / "a.msgpack", LARGE), record="none", on_unused="ignore")
     frozen = gc.get_freeze_count()
-    second = CassetteSession(write(tmp_path / "b.msgpack", 50), record="none", on_unused="ignore")
+    second = CassetteSession(
+        write(tmp_path / "b.msgpack", LARGE), record="none", on_unused="ignore"
+    )
     assert gc.get_freeze_count() == frozen  # the second saw something frozen, and left it
     second.close()
     assert gc.get_freeze_count() == frozen
@@ -116,7 +122,7 @@ def test_two_sessions_open_at_once_give_back_only_what_each_froze(tmp_path):
 
 
 def test_a_disabled_collector_stays_disabled_and_nothing_is_frozen(tmp_path):
-    path = write(tmp_path / "c.msgpack", 50)
+    path = write(tmp_path / "c.msgpack", LARGE)
     gc.disable()
     session = CassetteSession(path, record="none", on_unused="ignore")
     assert not gc.isenabled()
@@ -126,7 +132,7 @@ def test_a_disabled_collector_stays_disabled_and_nothing_is_frozen(tmp_path):
 
 
 def test_a_session_that_fails_to_open_after_loading_gives_back_what_it_froze(tmp_path):
-    path = write(tmp_path / "c.msgpack", 50)
+    path = write(tmp_path / "c.msgpack", LARGE)
     with pytest.raises(ValueError, match="timing mode"):
         CassetteSession(path, record="none", timing="sometimes")  # type: ignore[arg-type]
     assert gc.get_freeze_count() == 0
@@ -139,4 +145,36 @@ def test_a_damaged_cassette_refused_at_opening_leaves_the_collector_on(tmp_path)
     with pytest.raises(Exception, match=str(path.name)):
         CassetteSession(path, record="none", on_unused="ignore")
     assert gc.isenabled()
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_small_cassettes_session_freezes_nothing(tmp_path):
+    path = write(tmp_path / "c.msgpack", SMALL)
+    with CassetteSession(path, record="none", on_unused="ignore") as session:
+        assert gc.get_freeze_count() == 0
+        with httpx.Client(transport=session.http_transport()) as client:
+            assert client.post(URL, json={"q": 3, "words": ["a"] * 5}).json()["id"] == "r3"
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_session_left_open_makes_no_later_opening_count_what_it_froze(tmp_path, monkeypatch):
+    left_open = CassetteSession(
+        write(tmp_path / "a.msgpack", LARGE), record="none", on_unused="ignore"
+    )
+    assert gc.get_freeze_count() > collector.WORTH_FREEZING
+
+    def counted_one_by_one():
+        raise AssertionError("gc.get_freeze_count() walks every frozen object")
+
+    # Counting the frozen objects walks them all: a suite whose sessions are left open would
+    # pay for its whole heap at every later opening, large cassettes and small ones alike.
+    monkeypatch.setattr(gc, "get_freeze_count", counted_one_by_one)
+    for name, size in (("b", SMALL), ("c", LARGE)):
+        later = CassetteSession(
+            write(tmp_path / f"{name}.msgpack", size), record="none", on_unused="ignore"
+        )
+        later.close()
+    monkeypatch.undo()
+    assert gc.get_freeze_count() > collector.WORTH_FREEZING  # still the first one's
+    left_open.close()
     assert gc.get_freeze_count() == 0

@@ -11,29 +11,50 @@ library's ``gc.freeze``), which no collection traverses, and gives it back when 
 
 ``gc.freeze`` works on everything tracked, not only the cassette: objects made before the
 session opened and garbage cycles among them wait for the session's close to be collected
-(reference counting still frees everything else at once). A session freezes only when nothing
-is frozen yet (another session open at the same time, or a program that froze its own start-up
-with ``gc.freeze``, keeps what it froze, and the session leaves the collector as it is), and
-only when the collector is enabled.
+(reference counting still frees everything else at once). So a session freezes only what is
+worth it: a load that made at least :data:`WORTH_FREEZING` containers (a cassette of a few
+hundred interactions or more; a small one costs a young collection or two, less than what a
+freeze holds back), only when the collector is enabled, and only when nothing is frozen yet
+(another session open at the same time, or a program that froze its own start-up with
+``gc.freeze``, keeps what it froze, and the session leaves the collector as it is).
+
+Whether a session of this module holds the freeze is kept here, so that the usual opening, of a
+small cassette, asks the collector nothing: ``gc.get_freeze_count()`` counts the frozen objects
+one by one, and a session that was never closed would otherwise make every later opening pay
+for the whole heap it left frozen.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 from collections.abc import Callable, Iterator
+from typing import Final
 
-__all__ = ["freeze", "paused"]
+__all__ = ["WORTH_FREEZING", "freeze", "paused"]
+
+WORTH_FREEZING: Final = 10_000
+"""The containers a load must have made for its session to freeze them."""
+
+_lock = threading.Lock()
+_holding = False  # whether a session of this module holds the freeze now
 
 
 @contextlib.contextmanager
-def paused() -> Iterator[bool]:
-    """The cyclic collector off for the block, and back on after it if it was on; gives
-    whether it was."""
+def paused() -> Iterator[Callable[[], bool]]:
+    """The cyclic collector off for the block, and back on after it if it was on; gives what
+    tells, inside the block, whether what the block made so far is worth freezing (the
+    collector was on, and the block made at least :data:`WORTH_FREEZING` containers)."""
     collecting = gc.isenabled()
     gc.disable()
+    made_before = gc.get_count()[0]
+
+    def worth_freezing() -> bool:
+        return collecting and gc.get_count()[0] - made_before >= WORTH_FREEZING
+
     try:
-        yield collecting
+        yield worth_freezing
     finally:
         if collecting:
             gc.enable()
@@ -43,20 +64,27 @@ def _nothing() -> None:
     return None
 
 
-def freeze(collecting: bool) -> Callable[[], None]:
-    """Move everything tracked now to the permanent generation, when nothing is frozen yet and
-    the collector is on (``collecting``: it was, before :func:`paused`); returns what gives it
-    back (``gc.unfreeze``), to call once, when the session closes (a no-op when nothing was
-    frozen here)."""
-    if not collecting or gc.get_freeze_count():
+def freeze(worth_it: bool) -> Callable[[], None]:
+    """Move everything tracked now to the permanent generation, when it is ``worth_it`` (see
+    :func:`paused`) and nothing is frozen yet; returns what gives it back (``gc.unfreeze``),
+    to call once, when the session closes (a no-op when nothing was frozen here)."""
+    global _holding
+    if not worth_it:
         return _nothing
-    gc.freeze()
+    with _lock:
+        if _holding or gc.get_freeze_count():
+            return _nothing
+        gc.freeze()
+        _holding = True
     done = False
 
     def unfreeze() -> None:
+        global _holding
         nonlocal done
-        if not done:
-            done = True
-            gc.unfreeze()
+        with _lock:
+            if not done:
+                done = True
+                _holding = False
+                gc.unfreeze()
 
     return unfreeze

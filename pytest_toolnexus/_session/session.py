@@ -170,7 +170,7 @@ class CassetteSession:
         index = Index(self.rules, [], allow_repeats, matcher)
         # The file decoded and its requests indexed with the collector paused: they are all
         # containers that live as long as the session (see .collector).
-        with paused() as collecting:
+        with paused() as worth_freezing:
             if record == "none" and not self.existed:
                 not_found = missing_message(self.path, note)
             elif record == "none" or (record in ("once", "new") and self.existed):
@@ -191,7 +191,7 @@ class CassetteSession:
                     raise corrupt_at(self.path, position, reason) from exc
             # Frozen before the collector is back on, or its next young collection would
             # traverse all of them at once.
-            unfreeze = freeze(collecting) if loaded else _stay
+            unfreeze = freeze(worth_freezing()) if loaded else _stay
         try:
             self._open(
                 record,
