@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Final, Protocol, final
 
 import anyio
-import sniffio
 
 from pytest_toolnexus._seam.cancel import CancelToken
 
@@ -56,11 +55,12 @@ async def _real_async_sleep(seconds: float) -> None:
     On asyncio a timer on the loop settles a future (what ``asyncio.sleep`` itself does), so
     the first wait does not load anyio's asyncio backend, some 70 ms of imports that ``serve``
     would otherwise spend on its first answer; on any other loop (trio), anyio waits."""
-    if sniffio.current_async_library() != "asyncio":
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio's loop: trio
         with anyio.move_on_after(seconds):
             await anyio.Event().wait()
         return
-    loop = asyncio.get_running_loop()
     woken = loop.create_future()
     timer = loop.call_later(seconds, _wake, woken)
     try:
