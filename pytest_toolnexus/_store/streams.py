@@ -137,6 +137,12 @@ class _Lines:
         self._pending: list[str] = []
 
     def feed(self, text: str) -> list[str]:
+        if "\n" not in text and "\r" not in text:
+            # No line ends here: a piece of a long line, kept as it is. Looking for the two
+            # characters is a fast scan, where splitting is a regular expression's walk.
+            if text:
+                self._pending.append(text)
+            return []
         *lines, rest = self._split(text)
         if not lines:
             if rest:
