@@ -1,6 +1,6 @@
 """pytest-toolnexus benchmarks, as ratios against baselines measured in the same run.
 
-    .venv/bin/python benchmarks/run.py              # all fourteen, about 12-15 minutes on 2 cores
+    .venv/bin/python benchmarks/run.py              # all fifteen, about 13-16 minutes on 2 cores
     .venv/bin/python benchmarks/run.py --only 1 3   # some of them
     .venv/bin/python benchmarks/run.py --full-vcrpy # vcrpy sends all 2,000 requests (~15 min)
 
@@ -20,6 +20,7 @@ from importlib.metadata import version
 
 import anthropic  # noqa: F401  (loaded up front: benchmark 3 measures with the SDKs loaded)
 import bench_clock
+import bench_huge_event
 import bench_load
 import bench_open
 import bench_realtime
@@ -75,7 +76,7 @@ def _load() -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--only", type=int, nargs="+", choices=range(1, 15), help="benchmarks to run"
+        "--only", type=int, nargs="+", choices=range(1, 16), help="benchmarks to run"
     )
     parser.add_argument(
         "--rounds", type=int, default=5, help="timed rounds of benchmark 1 (default 5)"
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         help="benchmark 1: let vcrpy replay all 2,000 requests instead of every 50th",
     )
     args = parser.parse_args(argv)
-    chosen = set(args.only or range(1, 15))
+    chosen = set(args.only or range(1, 16))
 
     started_all = now()
     print(_header(), flush=True)
@@ -108,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             (12, lambda: bench_realtime.run(work)),
             (13, lambda: bench_report.run(work)),
             (14, lambda: bench_open.run(work)),
+            (15, lambda: bench_huge_event.run(work)),
         ]
         for number, step in steps:
             if number not in chosen:
