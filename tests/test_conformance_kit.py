@@ -268,9 +268,12 @@ def test_the_green_example_suites_print_no_finding_warning(pytester):
     # Then they pass without a warning, and the findings are counted in one line
     result.assert_outcomes(passed=56, warnings=0)
     assert "ConformanceFinding" not in result.stdout.str()
+    # How many of them depart from RFC 9110 or ADR 0027 is the SDKs' own behaviour, which
+    # moves with their releases (anthropic 2.17 wraps an error met while streaming, so one
+    # finding less departs than with 2.16): the line counts them, whatever the number.
     result.stdout.fnmatch_lines(
         [
-            "28 finding(s) in 2 client suite(s), 18 of them departing from RFC 9110 or "
+            "28 finding(s) in 2 client suite(s), * of them departing from RFC 9110 or "
             "ADR 0027 (-v lists them, with what to do)"
         ]
     )

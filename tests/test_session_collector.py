@@ -76,8 +76,11 @@ def test_opening_a_large_cassette_runs_no_collection_and_freezes_it(tmp_path):
     with Collections() as during_open:
         session = CassetteSession(path, record="none", timing="instant", on_unused="ignore")
     # The decode and the index made far more than a young collection's threshold of
-    # containers, and none was collected: they were made with the collector paused.
-    assert during_open.seen == []
+    # containers, and no collection traversed them: they were made with the collector paused
+    # and frozen before it came back on. (A young collection of what the opening made after
+    # that may run, on 3.12 say; it sees none of the cassette.)
+    assert 1 not in during_open.seen
+    assert 2 not in during_open.seen
     assert gc.isenabled()
     frozen = gc.get_freeze_count()
     assert frozen > collector.WORTH_FREEZING
@@ -101,9 +104,11 @@ def test_what_another_froze_stays_frozen(tmp_path):
     gc.freeze()  # a program that froze its own start-up, or another session
     before = gc.get_freeze_count()
     session = CassetteSession(path, record="none", on_unused="ignore")
-    assert gc.get_freeze_count() == before
+    # Not frozen with it: the cassette alone is more than WORTH_FREEZING containers. (The
+    # count is of live objects: one frozen before may be freed meanwhile.)
+    assert gc.get_freeze_count() <= before
     session.close()
-    assert gc.get_freeze_count() == before
+    assert before - 1_000 < gc.get_freeze_count() <= before  # and the close left it frozen
 
 
 def test_two_sessions_open_at_once_give_back_only_what_each_froze(tmp_path):
@@ -112,9 +117,12 @@ def test_two_sessions_open_at_once_give_back_only_what_each_froze(tmp_path):
     second = CassetteSession(
         write(tmp_path / "b.msgpack", LARGE), record="none", on_unused="ignore"
     )
-    assert gc.get_freeze_count() == frozen  # the second saw something frozen, and left it
+    # The second saw something frozen, and left it so: it neither froze its own cassette (more
+    # than WORTH_FREEZING containers) nor gave back the first one's at its close. (The count
+    # is of live objects: one frozen may be freed meanwhile.)
+    assert frozen - 1_000 < gc.get_freeze_count() <= frozen
     second.close()
-    assert gc.get_freeze_count() == frozen
+    assert frozen - 1_000 < gc.get_freeze_count() <= frozen
     first.close()
     assert gc.get_freeze_count() == 0
     first.close()  # closing twice gives back nothing twice

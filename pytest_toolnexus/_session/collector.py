@@ -16,7 +16,10 @@ worth it: a load that made at least :data:`WORTH_FREEZING` containers (a cassett
 hundred interactions or more; a small one costs a young collection or two, less than what a
 freeze holds back), only when the collector is enabled, and only when nothing is frozen yet
 (another session open at the same time, or a program that froze its own start-up with
-``gc.freeze``, keeps what it froze, and the session leaves the collector as it is).
+``gc.freeze``, keeps what it froze, and the session leaves the collector as it is). What was
+frozen before this module was imported does not count (CPython 3.12 starts with a few hundred
+of its own objects frozen); the session's close gives it back with the rest, as
+``gc.unfreeze`` gives back everything.
 
 Whether a session of this module holds the freeze is kept here, so that the usual opening, of a
 small cassette, asks the collector nothing: ``gc.get_freeze_count()`` counts the frozen objects
@@ -39,6 +42,10 @@ WORTH_FREEZING: Final = 10_000
 
 _lock = threading.Lock()
 _holding = False  # whether a session of this module holds the freeze now
+# What was frozen before the package was imported: CPython 3.12 starts with a few hundred of
+# its own objects frozen, which is not a program's freeze to respect (a session would then never
+# freeze there). What anything freezes after the import is respected.
+_FROZEN_AT_IMPORT: Final = gc.get_freeze_count()
 
 
 @contextlib.contextmanager
@@ -72,7 +79,7 @@ def freeze(worth_it: bool) -> Callable[[], None]:
     if not worth_it:
         return _nothing
     with _lock:
-        if _holding or gc.get_freeze_count():
+        if _holding or gc.get_freeze_count() > _FROZEN_AT_IMPORT:
             return _nothing
         gc.freeze()
         _holding = True
