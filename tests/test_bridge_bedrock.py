@@ -203,7 +203,10 @@ def test_boto3_converse_and_converse_stream_record_then_replay_offline(project, 
         [":event-type", "string", kind] for kind in FRAMES
     ]
     assert body.frames[1]["payload"]["delta"]["text"] == recorded["stream"]["texts"][0]
-    assert [f["t"] for f in body.frames] == pytest.approx([t * 1000 for t in stamps], abs=1)
+    # Stored at the time each frame came in, which is when the recording handed it on give or
+    # take what a loaded machine puts between the two (2 ms seen at a load of 4); the frames
+    # are whole seconds apart.
+    assert [f["t"] for f in body.frames] == pytest.approx([t * 1000 for t in stamps], abs=25)
     assert b"".join(piece for _, piece in body.pieces()) == written.body
     # No credential reached the file: the signature and the session token are redacted.
     for path in project.path.glob("cassettes/test_bedrock/*.msgpack"):
