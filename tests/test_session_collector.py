@@ -186,3 +186,16 @@ def test_a_session_left_open_makes_no_later_opening_count_what_it_froze(tmp_path
     assert gc.get_freeze_count() > collector.WORTH_FREEZING  # still the first one's
     left_open.close()
     assert gc.get_freeze_count() == 0
+
+
+def test_a_session_dropped_without_close_gives_the_freeze_back_when_freed(tmp_path):
+    session = CassetteSession(
+        write(tmp_path / "c.msgpack", LARGE), record="none", on_unused="ignore"
+    )
+    assert gc.get_freeze_count() > collector.WORTH_FREEZING
+    del session  # a helper that forgot close(): the session is freed
+    assert gc.get_freeze_count() == 0
+    # and the next large cassette's session freezes again, and gives it back at its close
+    with CassetteSession(write(tmp_path / "d.msgpack", LARGE), record="none", on_unused="ignore"):
+        assert gc.get_freeze_count() > collector.WORTH_FREEZING
+    assert gc.get_freeze_count() == 0

@@ -67,20 +67,17 @@ def paused() -> Iterator[Callable[[], bool]]:
             gc.enable()
 
 
-def _nothing() -> None:
-    return None
-
-
-def freeze(worth_it: bool) -> Callable[[], None]:
+def freeze(worth_it: bool) -> Callable[[], None] | None:
     """Move everything tracked now to the permanent generation, when it is ``worth_it`` (see
     :func:`paused`) and nothing is frozen yet; returns what gives it back (``gc.unfreeze``),
-    to call once, when the session closes (a no-op when nothing was frozen here)."""
+    to call when the session closes (a second call does nothing), or None when nothing was
+    frozen here."""
     global _holding
     if not worth_it:
-        return _nothing
+        return None
     with _lock:
         if _holding or gc.get_freeze_count() > _FROZEN_AT_IMPORT:
-            return _nothing
+            return None
         gc.freeze()
         _holding = True
     done = False

@@ -17,6 +17,7 @@ import functools
 import os
 import types
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
@@ -191,7 +192,7 @@ class CassetteSession:
                     raise corrupt_at(self.path, position, reason) from exc
             # Frozen before the collector is back on, or its next young collection would
             # traverse all of them at once.
-            unfreeze = freeze(worth_freezing()) if loaded else _stay
+            unfreeze = (freeze(worth_freezing()) if loaded else None) or _stay
         try:
             self._open(
                 record,
@@ -216,6 +217,10 @@ class CassetteSession:
             unfreeze()
             raise
         self._unfreeze: Callable[[], None] = unfreeze
+        if unfreeze is not _stay:
+            # A session dropped without close() (a helper that forgot it) gives the freeze back
+            # when it is freed, instead of leaving the process's heap frozen for good.
+            weakref.finalize(self, unfreeze)
 
     def _open(
         self,
