@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import gc
 import shutil
+import socket
 import statistics
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from time import CLOCK_MONOTONIC, clock_gettime
 from time import process_time as cpu_now  # this process's CPU time, for the load notes
@@ -24,6 +26,7 @@ def now() -> float:
 
 
 __all__ = [
+    "LoopbackServer",
     "Table",
     "cpu_now",
     "interleaved",
@@ -35,6 +38,17 @@ __all__ = [
 ]
 
 _HERE = Path(__file__).resolve().parent
+
+
+class LoopbackServer(ThreadingHTTPServer):
+    """A threaded HTTP server for a benchmark's upstream, its handler threads daemons and its
+    socket without Nagle's delay, so a small write goes out at once."""
+
+    daemon_threads = True
+
+    def server_bind(self) -> None:
+        self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().server_bind()
 
 
 def work_dir() -> Path:

@@ -17,14 +17,13 @@ together.
 from __future__ import annotations
 
 import json
-import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import ClassVar
 
 import httpx
-from _common import Table, median, ms, now, ratio, verdict
+from _common import LoopbackServer, Table, median, ms, now, ratio, verdict
 
 from pytest_toolnexus import CassetteSession
 from pytest_toolnexus._store.cassette import SseBody
@@ -65,14 +64,6 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def server_bind(self) -> None:
-        self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        super().server_bind()
-
-
 def _read(client: httpx.Client, url: str) -> int:
     """The stream read as an SDK reads it: line by line, each event's data parsed as JSON;
     gives the length of the text the event held."""
@@ -85,7 +76,7 @@ def _read(client: httpx.Client, url: str) -> int:
 
 
 def run(work: Path) -> tuple[list[Table], dict[str, float]]:
-    server = _Server(("127.0.0.1", 0), _Handler)
+    server = LoopbackServer(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{server.server_address[1]}"

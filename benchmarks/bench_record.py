@@ -13,13 +13,12 @@ direct client's first chunk).
 
 from __future__ import annotations
 
-import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import httpx
-from _common import Table, median, ms, now, verdict
+from _common import LoopbackServer, Table, median, ms, now, verdict
 
 from pytest_toolnexus import CassetteSession
 from pytest_toolnexus._store.cassette import SseBody
@@ -49,14 +48,6 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def server_bind(self) -> None:
-        self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        super().server_bind()
-
-
 def _first_chunk(client: httpx.Client, url: str) -> float:
     """Seconds from sending the request to its first body chunk; the rest is read, untimed."""
     start = now()
@@ -69,7 +60,7 @@ def _first_chunk(client: httpx.Client, url: str) -> float:
 
 
 def run(work: Path) -> tuple[list[Table], dict[str, float]]:
-    server = _Server(("127.0.0.1", 0), _Handler)
+    server = LoopbackServer(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{server.server_address[1]}/v1/chat/completions"
