@@ -114,12 +114,24 @@ class Realtime:
     """The WebSocket connections of one session, recorded or replayed."""
 
     def __init__(self, session: SessionLike) -> None:
-        self._session = session
+        # Weakly: the hub is the value of a weak-keyed table whose key is the session, and a
+        # value that held its key would keep every session of the run (and its cassette) alive.
+        self._session_ref = weakref.ref(session)
         self._lock = threading.Lock()
         self.connections: list[FrameLog] = session.websockets
         """Every connection opened, in order: what passed both ways, with its times (the
         session's ``websockets``)."""
         self._playbacks: list[Playback] = []
+
+    @property
+    def _session(self) -> SessionLike:
+        session = self._session_ref()
+        if session is None:
+            raise RuntimeError(
+                "this WebSocket connection outlived its cassette session: open connections "
+                "inside the test or block that uses the cassette"
+            )
+        return session
 
     # -- opening --------------------------------------------------------------------------
 

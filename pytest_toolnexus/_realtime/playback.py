@@ -85,12 +85,19 @@ class Playback:
             at = base + frame.offset / self._per_ms
             return Due(frame, at if at > self._last_due else self._last_due)
 
+    def closed_error(self) -> DuplexClosed:
+        """A new error for the close, for one raise: the same one raised again and again would
+        gather every frame it passed through, and keep them (and their session) alive."""
+        closed = self.closed
+        assert closed is not None
+        return DuplexClosed(closed.code, closed.reason, by=closed.by)
+
     def take(self, due: Due) -> Message:
         """Hand over the due server frame now; a close frame or the recorded drop raises
         :class:`DuplexClosed` instead."""
         with self._lock:
             if self.closed is not None:
-                raise self.closed
+                raise self.closed_error()
             self.read += 1
             self._last_due = due.at
             frame = due.frame
@@ -101,7 +108,7 @@ class Playback:
                 reason = frame.frame.reason if frame.frame is not None else ""
                 self.log.add("server", self._ms(), None, code=code, reason=reason)
                 self.closed = DuplexClosed(code, reason, by="server")
-                raise self.closed
+                raise self.closed_error()
             assert frame.frame is not None
             message = frame.frame.message
             assert message is not None
@@ -125,7 +132,7 @@ class Playback:
         raises :class:`CassetteMissError` (kept for the end of the test too) on a mismatch."""
         with self.changed:
             if self.closed is not None:
-                raise self.closed
+                raise self.closed_error()
             number = self.sent
             client = self.script.client
             expected = client[number] if number < len(client) else None

@@ -76,7 +76,7 @@ class ReplayedConnection:
         while True:
             due = playback.next_due()
             if playback.closed is not None and not isinstance(due, Due):
-                raise playback.closed
+                raise playback.closed_error()
             if isinstance(due, Due):
                 if timeout is not None and due.at > clock.now() + timeout:
                     clock.wait_until(clock.now() + timeout)
@@ -127,7 +127,7 @@ class AsyncReplayedConnection:
         while True:
             due = playback.next_due()
             if playback.closed is not None and not isinstance(due, Due):
-                raise playback.closed
+                raise playback.closed_error()
             if isinstance(due, Due):
                 # Nothing else can come first: hand it over without a trip round the loop.
                 if not (virtual and clock.advance_alone(due.at)):  # type: ignore[attr-defined]
