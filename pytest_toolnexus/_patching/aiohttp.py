@@ -37,6 +37,13 @@ _owner_lock = threading.Lock()
 _owner: list[str | None] = [None]
 
 
+@functools.lru_cache(maxsize=4)
+def _takes_middlewares(request: Callable[..., Any]) -> bool:
+    """Whether ``ClientSession._request`` takes ``middlewares=``, read once per function:
+    ``inspect.signature`` costs more than the rest of the patch together."""
+    return "middlewares" in inspect.signature(request).parameters
+
+
 def patch_aiohttp(session: CassetteSession, allow_hosts: Iterable[str] = ()) -> Callable[[], None]:
     """Route every aiohttp ``ClientSession`` request through ``session``; returns the undo.
 
@@ -45,7 +52,7 @@ def patch_aiohttp(session: CassetteSession, allow_hosts: Iterable[str] = ()) -> 
     allowed = tuple(allow_hosts)
     cls = aiohttp.ClientSession
     original = cls.__dict__["_request"]
-    if "middlewares" not in inspect.signature(original).parameters:
+    if not _takes_middlewares(original):
         warnings.warn(
             f"aiohttp {aiohttp.__version__} has no client middlewares (3.12 added them), so "
             f"pytest-toolnexus cannot serve aiohttp sessions from {session.path}: upgrade "

@@ -14,6 +14,7 @@ is where the user put it, and not a link out.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -76,10 +77,35 @@ def link_out(path: Path, root: Path) -> LinkOut | None:
         return None
 
 
+def _plainly_inside(given: str, top: str) -> bool:
+    """Whether ``given`` is named under ``top`` with no ``..`` and no symlink from ``top``
+    down: it then leads where it reads, inside. One ``lstat`` per folder below ``top``, where
+    resolving both paths costs one per folder from the file system's root (the plugin asks
+    this of every test's cassette)."""
+    if os.pardir in given.split(os.sep):
+        return False
+    named = os.path.normpath(given)  # with no '..', only '.' and doubled separators go
+    if not _under(named, top):
+        return False
+    at = top
+    for part in named[len(top) :].split(os.sep):
+        if not part:
+            continue
+        at = os.path.join(at, part)
+        try:
+            if stat.S_ISLNK(os.lstat(at).st_mode):
+                return False
+        except FileNotFoundError:
+            return True  # nothing from here down exists, so no link either
+    return True
+
+
 def _link_out(path: Path, root: Path) -> LinkOut | None:
     given = os.path.join(os.getcwd(), path)  # as the system resolves it: '..' after a link
-    named = os.path.abspath(given)  # as it reads: '..' folded by name
     top = os.path.abspath(root)
+    if _plainly_inside(given, top):
+        return None
+    named = os.path.abspath(given)  # as it reads: '..' folded by name
     real_top = os.path.realpath(top)
     if not (_under(named, top) or _under(named, real_top)):
         return None  # named outside the project: where the user put it

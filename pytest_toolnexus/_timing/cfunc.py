@@ -36,6 +36,7 @@ Safety, in order:
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.machinery
 import importlib.util
 import sys
@@ -77,6 +78,7 @@ def _store_pair(address: int, first: int, second: int) -> None:
     _MEMMOVE(address, ctypes.addressof(pair), 2 * _POINTER)
 
 
+@functools.cache
 def _call_object_address() -> int | None:
     api = getattr(ctypes, "pythonapi", None)
     function = getattr(api, "PyObject_CallObject", None)
@@ -120,13 +122,33 @@ def _second_time_module() -> types.ModuleType | None:
     return module
 
 
+@functools.cache
 def _free_threaded() -> bool:
     return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
 
+# (id(function), name) -> (the function, kept so its id is not reused; the verdict on it). A
+# function object's layout is fixed once it exists, so it is read once, while it is not bound
+# (bound, its fields are this module's own); a clock installed per test then reads nothing.
+_verdicts: dict[tuple[int, str], tuple[object, str | None]] = {}
+
+
 def layout_problem(func: object, name: str) -> str | None:
     """Why :func:`bind` cannot rebind ``func`` (``time.<name>``) here, in words; None when it
-    can. Reads memory only inside the function object and the definition it points at."""
+    can. Reads memory only inside the function object and the definition it points at, once
+    per function object."""
+    key = (id(func), name)
+    held = _verdicts.get(key)
+    if held is not None and held[0] is func:
+        return held[1]
+    verdict = _read_layout(func, name)
+    with _lock:
+        if id(func) not in _bound:
+            _verdicts[key] = (func, verdict)
+    return verdict
+
+
+def _read_layout(func: object, name: str) -> str | None:
     if sys.implementation.name != "cpython":
         return f"this is {sys.implementation.name}, not CPython"
     if _free_threaded():
