@@ -23,7 +23,6 @@ Run alone: ``python benchmarks/bench_serve.py``.
 
 from __future__ import annotations
 
-import compileall
 import json
 import re
 import socket
@@ -35,7 +34,6 @@ from pathlib import Path
 import httpx
 from _common import Table, median, ms, now, ratio, run_alone, us, verdict
 
-import pytest_toolnexus
 from pytest_toolnexus import build
 
 PACE_GOAL_MS = 20.0
@@ -265,10 +263,7 @@ def _launch(command: list[str], path: str) -> float:
 
 
 def run(work: Path) -> tuple[list[Table], object]:
-    # Launched as an installed package runs: from bytecode, as pip compiles it and aiohttp's
-    # already is; a checkout under PYTHONDONTWRITEBYTECODE=1 would otherwise compile every
-    # module of the package from source at each launch (some 200 ms here).
-    compileall.compile_dir(Path(pytest_toolnexus.__file__).parent, quiet=1)
+    # Launched as an installed package runs, from bytecode: run.py compiled the package.
     folder = work / "serve"
     for i in range(CASSETTES):
         build.build_cassette(
