@@ -89,3 +89,36 @@ def test_a_probe_for_the_library_installs_nothing_and_keeps_the_watch(library):
     __import__(library)
     assert events == ["installed"]
     undo()
+
+
+def test_watches_share_one_finder_that_leaves_with_the_last(library, tmp_path):
+    (tmp_path / "other_late_library.py").write_text("VALUE = 2\n")
+    sys.modules.pop("other_late_library", None)
+    events = []
+
+    def noting(text):
+        return lambda: (
+            events.append(f"{text} installed"),
+            lambda: events.append(f"{text} undone"),
+        )[1]
+
+    first = when_imported(library, noting("first"))
+    second = when_imported("other_late_library", noting("second"))
+    third = when_imported(library, noting("third"))
+    assert len(watches()) == 1
+
+    __import__(library)
+    assert events == ["first installed", "third installed"]  # not the other library's
+
+    first()
+    third()
+    assert events == ["first installed", "third installed", "first undone", "third undone"]
+    assert len(watches()) == 1  # the second still waits
+    try:
+        __import__("other_late_library")
+        assert events[-1] == "second installed"
+    finally:
+        second()
+        sys.modules.pop("other_late_library", None)
+    assert events[-1] == "second undone"
+    assert watches() == []

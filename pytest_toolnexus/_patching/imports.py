@@ -1,10 +1,10 @@
 """Installing a bridge when its library is imported, and never importing it ourselves.
 
 :func:`when_imported` runs an install at once when the library is already imported, and
-otherwise puts a finder at the front of ``sys.meta_path`` that runs it right after the library's
-own module has executed. The finder is taken out again by the undo, which also undoes the
-install if it ran. A test that never touches the library pays one ``sys.modules`` lookup and
-one list insertion.
+otherwise has it wait for the library: one finder, at the front of ``sys.meta_path`` while any
+install waits, runs it right after the library's own module has executed. The undo stops the
+wait (the last one takes the finder out again) and undoes the install if it ran. A test that
+never touches the library pays one ``sys.modules`` lookup and a list append.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, Final
 
 __all__ = ["when_imported"]
 
@@ -42,14 +42,46 @@ class _Loader(importlib.abc.Loader):
         return getattr(self._loader, name)
 
 
-class _Watch(importlib.abc.MetaPathFinder):
-    """Finds nothing itself; hands back the library's own spec with its loader wrapped, so the
-    install runs once the module has executed. A spec found only to probe for the library
-    (``importlib.util.find_spec``) is never executed, and installs nothing."""
+class _Watch:
+    """One install waiting for its library: run at most once, undone by :meth:`undo`."""
 
-    def __init__(self, name: str, then: Callable[[], None]) -> None:
-        self._name = name
-        self._then = then
+    __slots__ = ("_done", "_install", "_installed", "_lock", "_undos")
+
+    def __init__(self, install: Install) -> None:
+        self._install = install
+        self._undos: list[Callable[[], None]] = []
+        self._done = False
+        self._installed = False
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        with self._lock:
+            if self._done or self._installed:
+                return
+            self._installed = True
+            self._undos.append(self._install())
+
+    def undo(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        while self._undos:
+            self._undos.pop()()
+
+
+# module name -> the watches waiting for it, oldest first; the finder is on sys.meta_path
+# exactly while this holds any.
+_waiting: dict[str, list[_Watch]] = {}
+_waiting_lock = threading.Lock()
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Finds nothing itself; for a module some watch waits for, hands back the module's own
+    spec with its loader wrapped, so the waiting installs run once the module has executed. A
+    spec found only to probe for the library (``importlib.util.find_spec``) is never
+    executed, and installs nothing. One finder serves every watch: an import that no watch
+    waits for costs it one dictionary lookup."""
 
     def find_spec(
         self,
@@ -57,7 +89,7 @@ class _Watch(importlib.abc.MetaPathFinder):
         path: Sequence[str] | None,
         target: ModuleType | None = None,
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != self._name:
+        if fullname not in _waiting:
             return None
         for finder in sys.meta_path:
             if finder is self:
@@ -68,41 +100,44 @@ class _Watch(importlib.abc.MetaPathFinder):
             )
             if spec is not None:
                 if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _Loader(spec.loader, self._then)
+                    spec.loader = _Loader(spec.loader, lambda: _arrived(fullname))
                 return spec
         return None
 
 
+_FINDER: Final = _Finder()
+
+
+def _arrived(name: str) -> None:
+    """The module ``name`` has executed: run what waits for it."""
+    with _waiting_lock:
+        ready = list(_waiting.get(name, ()))
+    for watch in ready:
+        watch.run()
+
+
 def when_imported(name: str, install: Install) -> Callable[[], None]:
     """Run ``install`` now if the module ``name`` is imported, else as soon as it is; returns
-    the undo, which removes the watch and undoes what ``install`` put on."""
-    undos: list[Callable[[], None]] = []
-    done = [False]
-    lock = threading.Lock()
-    installed = [False]
-
-    def run() -> None:
-        with lock:
-            if done[0] or installed[0]:
-                return
-            installed[0] = True
-            undos.append(install())
-
+    the undo, which stops the wait and undoes what ``install`` put on."""
+    watch = _Watch(install)
     if name in sys.modules:
-        run()
-        watch = None
-    else:
-        watch = _Watch(name, run)
-        sys.meta_path.insert(0, watch)
+        watch.run()
+        return watch.undo
+    with _waiting_lock:
+        _waiting.setdefault(name, []).append(watch)
+        if not any(finder is _FINDER for finder in sys.meta_path):
+            sys.meta_path.insert(0, _FINDER)
 
     def undo() -> None:
-        if done[0]:
-            return
-        done[0] = True
-        if watch is not None:
-            with contextlib.suppress(ValueError):
-                sys.meta_path.remove(watch)
-        while undos:
-            undos.pop()()
+        with _waiting_lock:
+            waiting = _waiting.get(name, [])
+            if watch in waiting:
+                waiting.remove(watch)
+                if not waiting:
+                    del _waiting[name]
+            if not _waiting:
+                with contextlib.suppress(ValueError):
+                    sys.meta_path.remove(_FINDER)
+        watch.undo()
 
     return undo
