@@ -96,6 +96,22 @@ def test_a_second_time_module_object_keeps_working_on_real_time_while_bound(cloc
         undo()
 
 
+def test_binding_again_and_again_follows_each_hook_and_keeps_one_definition(clock_module):
+    """A clock installed per test binds the same four functions each time: each hook is the
+    one called, and what is kept for good (the definitions) does not grow with the binds."""
+    func = clock_module.monotonic
+    _cfunc.bind(func, "monotonic", Hook(lambda: -1.0))()
+    kept = len(_cfunc._definitions)
+    for n in range(50):
+        undo = _cfunc.bind(func, "monotonic", Hook(lambda n=n: float(n)))
+        try:
+            assert func() == float(n)
+        finally:
+            undo()
+        assert abs(func() - real_now()) < 0.5
+    assert len(_cfunc._definitions) == kept
+
+
 def test_binding_twice_is_refused_and_keeps_the_first(clock_module):
     undo = _cfunc.bind(clock_module.monotonic, "monotonic", Hook(lambda: 1.0))
     try:

@@ -91,9 +91,11 @@ def _call_object_address() -> int | None:
 _lock: Final = threading.Lock()
 # id(function) -> (the function, the definition it was given, the hook) while bound.
 _bound: dict[int, tuple[object, _MethodDef, object]] = {}
-# Every definition ever given, kept for good (a few bytes each): a call that read one just
-# before an undo in another thread may still be on its way through it.
-_definitions: list[_MethodDef] = []
+# id(function) -> (the function, the definition it is given whenever it is bound), kept for
+# good: a call that read the definition just before an undo in another thread may still be on
+# its way through it. One per function, the same at every bind, so a clock installed per test
+# adds nothing here.
+_definitions: dict[int, tuple[object, _MethodDef]] = {}
 _pristine: list[types.ModuleType | None] = []
 
 
@@ -192,13 +194,17 @@ def bind(func: Callable[[], object], name: str, hook: Callable[[], object]) -> C
     with _lock:
         if key in _bound:
             raise RuntimeError(f"time.{name} is bound already")
-        original = _MethodDef.from_address(method_slot.value or 0)
-        definition = _MethodDef(
-            original.ml_name, _call_object_address(), original.ml_flags, original.ml_doc
-        )
+        held = _definitions.get(key)
+        if held is None or held[0] is not func:
+            original = _MethodDef.from_address(method_slot.value or 0)
+            definition = _MethodDef(
+                original.ml_name, _call_object_address(), original.ml_flags, original.ml_doc
+            )
+            _definitions[key] = (func, definition)
+        else:
+            definition = held[1]
         original_address, module_address = method_slot.value, self_slot.value
         _bound[key] = (func, definition, hook)
-        _definitions.append(definition)
         # m_self refers to the hook from now on: count that reference, as CPython counts the
         # module's, since the garbage collector follows m_self.
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(hook))
