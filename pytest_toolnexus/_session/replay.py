@@ -201,6 +201,29 @@ def _whole(plan: Plan, request: TransportRequest) -> TransportResponse | None:
     return TransportResponse(plan.status, plan.headers, b"".join(p for _, p in plan.pieces))
 
 
+def _plain(
+    interaction: Interaction, request: TransportRequest, shape: Shaper | None
+) -> RecordedResponse | None:
+    """The recorded response when it is one untimed JSON document, answered whole and
+    unshaped to a request that did not ask for a stream: what most replayed requests are, played
+    without a :class:`Plan` (as :func:`_whole` would answer it)."""
+    if shape is not None or interaction.error is not None or request.stream:
+        return None
+    response = interaction.response
+    if response is None or response.error is not None or not response.complete:
+        return None
+    body = response.body
+    if not isinstance(body, JsonBody) or body.times is not None:
+        return None
+    return response
+
+
+def _value(response: RecordedResponse) -> JSONValue:
+    body = response.body
+    assert isinstance(body, JsonBody)
+    return body.value
+
+
 def _prepare(
     interaction: Interaction,
     request: TransportRequest,
@@ -233,6 +256,13 @@ def play(
     piece, met while streaming, into the error to raise; ``shape`` reshapes the plan (faults).
     """
     cancel = request.cancel
+    plain = _plain(interaction, request, shape)
+    if plain is not None:
+        clock.wait_until(start + _seconds(plain.t_headers, clock), cancel)
+        clock.wait_until(start + _seconds(plain.t_end, clock), cancel)
+        observer.delivered(0, clock.now())
+        observer.ended()
+        return TransportResponse(plain.status, plain.headers, _value(plain), content)
     plan, failure = _prepare(interaction, request, shape, content)
     if failure is not None:
         clock.wait_until(start + _seconds(failure.t, clock), cancel)
@@ -356,6 +386,13 @@ async def aplay(
 ) -> TransportResponse:
     """The async mirror of :func:`play`."""
     cancel = request.cancel
+    plain = _plain(interaction, request, shape)
+    if plain is not None:
+        await clock.await_until(start + _seconds(plain.t_headers, clock), cancel)
+        await clock.await_until(start + _seconds(plain.t_end, clock), cancel)
+        observer.delivered(0, clock.now())
+        observer.ended()
+        return TransportResponse(plain.status, plain.headers, _value(plain), content)
     plan, failure = _prepare(interaction, request, shape, content)
     if failure is not None:
         await clock.await_until(start + _seconds(failure.t, clock), cancel)
