@@ -83,6 +83,9 @@ class _AsyncPull(_compat.AsyncStreamBase):
 _KEPT: Final = 256
 """How many header sets a :class:`_Translation` keeps, each way, before it starts again."""
 
+# A tuple made once: an ``X | Y`` written in an isinstance call builds a union at every call.
+_STREAMS: Final = (ByteStream, AsyncByteStream)
+
 
 class _Translation:
     """Library requests into seam requests and seam answers into library responses, for one
@@ -142,7 +145,7 @@ class _Translation:
         """The library response for a seam answer: a byte stream (sync or async, as the seam
         gave it) pulled chunk by chunk, or the whole body."""
         body = response.body
-        if isinstance(body, ByteStream | AsyncByteStream):
+        if isinstance(body, _STREAMS):
             stream = (
                 _SyncPull(body, lib, request)
                 if isinstance(body, ByteStream)

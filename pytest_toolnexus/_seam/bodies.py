@@ -128,6 +128,8 @@ def body_may_ask_stream(content: bytes) -> bool:
 
 
 _SAFE_INTEGER: Final = 2**53
+# A tuple made once: an ``X | Y`` written in an isinstance call builds a union at every call.
+_SEQUENCES: Final = (list, tuple)
 
 
 _DIGITS_AS_ZERO: Final = bytes.maketrans(b"123456789", b"000000000")
@@ -158,7 +160,7 @@ def _wire_safe(value: object) -> bool:
         for item in level:
             if isinstance(item, dict):
                 below += item.values()
-            elif isinstance(item, list | tuple):
+            elif isinstance(item, _SEQUENCES):
                 below += item
             elif isinstance(item, float):
                 if not math.isfinite(item):
@@ -189,7 +191,7 @@ def wire_problem(value: object) -> str | None:
             return f"{path} is {item}, beyond 2**53, where JSON numbers lose precision"
         if isinstance(item, dict):
             pending += [(f"{path}[{key!r}]", child) for key, child in reversed(item.items())]
-        elif isinstance(item, list | tuple):
+        elif isinstance(item, _SEQUENCES):
             pending += [(f"{path}[{index}]", item[index]) for index in reversed(range(len(item)))]
     return None
 

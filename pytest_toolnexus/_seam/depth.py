@@ -21,6 +21,9 @@ __all__ = ["MAX_DEPTH", "TOO_DEEP", "deeper_than", "may_nest_deeper"]
 MAX_DEPTH: Final = 500
 """Containers (objects and arrays) nested in one JSON value, at most."""
 
+# A tuple made once: an ``X | Y`` written in an isinstance call builds a union at every call.
+_CONTAINERS: Final = (dict, list, tuple)
+
 TOO_DEEP: Final = (
     f"a JSON value is nested deeper than {MAX_DEPTH} levels (objects and arrays one in "
     "another), more than a cassette holds"
@@ -32,7 +35,7 @@ def deeper_than(value: Any, limit: int = MAX_DEPTH) -> bool:
     """Whether ``value`` nests more than ``limit`` containers (dicts, lists, tuples) one in
     another. Walks level by level, never recursing, and stops at the first level past
     ``limit``."""
-    level = [value] if isinstance(value, dict | list | tuple) else []
+    level = [value] if isinstance(value, _CONTAINERS) else []
     depth = 0
     while level:
         depth += 1  # ``level`` holds the containers with ``depth - 1`` containers above them
@@ -41,7 +44,7 @@ def deeper_than(value: Any, limit: int = MAX_DEPTH) -> bool:
         below: list[Any] = []
         for item in level:
             children = item.values() if isinstance(item, dict) else item
-            below += [child for child in children if isinstance(child, dict | list | tuple)]
+            below += [child for child in children if isinstance(child, _CONTAINERS)]
         level = below
     return False
 

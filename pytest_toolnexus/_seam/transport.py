@@ -179,6 +179,11 @@ class Pushed:
 PUSHED: Final = Pushed()
 """The one :class:`Pushed` value."""
 
+# A tuple made once: an ``X | Y`` written in an isinstance call builds a union at every call.
+_STREAMS: Final = (ByteStream, AsyncByteStream)
+_UNPARSED: Final = (bytes, ByteStream, AsyncByteStream, Pushed)
+_JSON_VALUES: Final = (dict, list, str, int, float, bool, type(None))
+
 ResponseBody: TypeAlias = JSONValue | bytes | ByteStream | AsyncByteStream | Pushed
 """A response body: parsed, bytes, a byte stream, or :data:`PUSHED`."""
 
@@ -289,12 +294,12 @@ class TransportResponse:
     @property
     def is_stream(self) -> bool:
         """True when the body is a byte stream (sync or async)."""
-        return isinstance(self.body, ByteStream | AsyncByteStream)
+        return isinstance(self.body, _STREAMS)
 
     @property
     def is_parsed(self) -> bool:
         """True when the body is a parsed JSON value."""
-        return not isinstance(self.body, bytes | ByteStream | AsyncByteStream | Pushed)
+        return not isinstance(self.body, _UNPARSED)
 
     @property
     def is_pushed(self) -> bool:
@@ -381,7 +386,7 @@ def check_response(
                 "no on_event callback to push to; return a byte stream instead"
             )
         return response
-    if response.is_parsed and not isinstance(body, dict | list | str | int | float | bool | None):
+    if response.is_parsed and not isinstance(body, _JSON_VALUES):
         raise ContractError(
             f"the transport answered {_describe(request)} with a {type(body).__name__} body; "
             "a body is a parsed JSON value (dict, list, str, int, float, bool, None), bytes, "

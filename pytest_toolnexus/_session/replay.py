@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any, Final, overload
 
 from pytest_toolnexus._seam.cancel import CancelToken
 from pytest_toolnexus._seam.errors import ERROR_KINDS, ReplayError, TransportError, expected_error
@@ -39,6 +39,9 @@ from pytest_toolnexus._store.cassette import (
 from pytest_toolnexus._timing.clock import Clock
 
 from .observer import NO_OBSERVER, Observer
+
+# A tuple made once: an ``X | Y`` written in an isinstance call builds a union at every call.
+_STREAM_BODIES: Final = (SseBody, NdjsonBody, ChunksBody, EventStreamBody)
 
 __all__ = [
     "Plan",
@@ -108,11 +111,9 @@ def plan_of(
     ``content`` is that body already encoded (by :func:`check_playable`), if known."""
     body = response.body
     timed_json = isinstance(body, JsonBody) and body.times is not None
-    streamed = timed_json or isinstance(body, SseBody | NdjsonBody | ChunksBody | EventStreamBody)
+    streamed = timed_json or isinstance(body, _STREAM_BODIES)
     pieces: Sequence[tuple[float, bytes]]
-    if isinstance(body, SseBody | NdjsonBody | ChunksBody | EventStreamBody) or (
-        isinstance(body, JsonBody) and timed_json
-    ):
+    if isinstance(body, _STREAM_BODIES) or (isinstance(body, JsonBody) and timed_json):
         pieces = _LazyPieces(body.pieces())
     elif isinstance(body, EmptyBody) or (isinstance(body, JsonBody) and not whole_bytes):
         pieces = []

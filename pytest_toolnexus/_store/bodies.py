@@ -64,6 +64,8 @@ class MalformedCassette(Exception):
 # The latest time a stored event may have, in ms (about 31 years): a later one, or infinity,
 # is damage, and no clock could wait for it.
 MAX_TIME_MS: Final = 1e12
+# A tuple made once: an ``X | Y`` written in an isinstance call builds a union at every call.
+_NUMBERS: Final = (int, float)
 
 _BRIEF: Final = reprlib.Repr()
 _BRIEF.maxlevel = 3
@@ -511,7 +513,7 @@ def checked_time(t: object, floor: float = 0.0) -> float:
 
     Raises :class:`MalformedCassette` when it is not a number from 0 to :data:`MAX_TIME_MS`.
     """
-    if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t <= MAX_TIME_MS:
+    if isinstance(t, bool) or not isinstance(t, _NUMBERS) or not 0 <= t <= MAX_TIME_MS:
         raise MalformedCassette(
             f"an event time 't' must be a number of ms from 0 to {MAX_TIME_MS:.0e}, "
             f"found {brief(t)}"
