@@ -27,7 +27,7 @@ import bisect
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from pytest_toolnexus._store.bodies import (
     EventStreamBody,
@@ -38,6 +38,9 @@ from pytest_toolnexus._store.bodies import (
 )
 
 __all__ = ["PIECES", "Thread", "threads"]
+
+# A tuple made once: an ``X | Y`` written in an isinstance call builds a union at every call.
+_BARE: Final = (bool, int, float)
 
 PIECES = "\x00pieces\x00"
 """Where a thread's name takes its piece range (``response.body.events[3..21]...``)."""
@@ -157,7 +160,7 @@ def threads(body: object, path: str) -> list[Thread]:
         if isinstance(payload, str):
             raw.add(index, payload)
             continue
-        if payload is None or isinstance(payload, bool | int | float):
+        if payload is None or isinstance(payload, _BARE):
             raw.add(index, json.dumps(payload))
             continue
         for where, text in _string_leaves(payload, named):

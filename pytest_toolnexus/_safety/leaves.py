@@ -32,6 +32,9 @@ from .rules import is_credential_field, is_opaque
 
 __all__ = ["BATCH", "Batch", "batches", "json_into", "json_leaves", "leaves"]
 
+# A tuple made once: an ``X | Y`` written in an isinstance call builds a union at every call.
+_WALKED: Final = (str, dict, list)
+
 BATCH: Final = 1 << 18
 """How many characters of strings :func:`batches` gathers at once."""
 
@@ -102,7 +105,7 @@ def json_into(values: list[Any], texts: list[str]) -> bool:
                         continue
                 else:
                     append(str(key))
-                if isinstance(child, str | dict | list):
+                if isinstance(child, _WALKED):
                     push(child)
         elif isinstance(item, list):
             stack.extend(item)

@@ -23,6 +23,9 @@ __all__ = [
     "redact_url",
 ]
 
+# A tuple made once: an ``X | Y`` written in an isinstance call builds a union at every call.
+_CONTAINERS: Final = (dict, list)
+
 REDACTED: Final = "REDACTED"
 
 
@@ -110,7 +113,7 @@ def mask_keys(value: Any, keys: frozenset[str] = ACCOUNT_KEYS) -> Any:
         for key, item in value.items():
             if key in keys:
                 masked = mask_value(item)
-            elif isinstance(item, dict | list):
+            elif isinstance(item, _CONTAINERS):
                 masked = mask_keys(item, keys)
             else:
                 continue  # a scalar under another key stays as it is
@@ -122,7 +125,7 @@ def mask_keys(value: Any, keys: frozenset[str] = ACCOUNT_KEYS) -> Any:
     if isinstance(value, list):
         items: list[Any] | None = None
         for index, item in enumerate(value):
-            if not isinstance(item, dict | list):
+            if not isinstance(item, _CONTAINERS):
                 continue
             masked = mask_keys(item, keys)
             if masked is not item:
@@ -170,7 +173,7 @@ def deep_mask_keys(value: Any, keys: frozenset[str] = ACCOUNT_KEYS) -> Any:
         for key, item in frame.items:
             if frame.is_dict and key in keys:
                 masked = mask_value(item)
-            elif isinstance(item, dict | list):
+            elif isinstance(item, _CONTAINERS):
                 frame.pending = (key, item)
                 child = item
                 break

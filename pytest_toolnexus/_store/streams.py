@@ -29,6 +29,9 @@ __all__ = [
     "storable",
 ]
 
+# A tuple made once: an ``X | Y`` written in an isinstance call builds a union at every call.
+_SCALARS: Final = (bool, int, float)
+
 
 def _split_lf(text: str) -> list[str]:
     return text.split("\n")
@@ -55,7 +58,7 @@ def parse_piece_text(text: str) -> tuple[bool, Any]:
     tokens such as ``1e5``, ``007`` or `` 42``, which the value would spell otherwise, and
     the secret scan reads a stream's pieces joined by their exact text."""
     ok, value = parse_json_text(text)
-    bare = value is None or isinstance(value, bool | int | float)
+    bare = value is None or isinstance(value, _SCALARS)
     if ok and bare and json.dumps(value) != text:
         return False, None
     return ok, value
