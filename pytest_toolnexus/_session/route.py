@@ -379,6 +379,7 @@ class RequestPath:
                     "turn the check off with wire_check=False (on the marker or the session)."
                 )
         substitute, shapers = self._faults.apply(request) if self._faults else (None, [])
+        faults = tuple(fault for fault, _ in shapers) if shapers else ()
         with self._lock:
             position = None if substitute is not None else self._index.take(request)
             if substitute is None and position is None and not self._may_record:
@@ -397,7 +398,7 @@ class RequestPath:
                 replayed=substitute is not None or position is not None,
                 interaction=position,
                 faults=[description for _, description in shapers],
-                applied_faults=tuple(fault for fault, _ in shapers),
+                applied_faults=faults,
             )
             sent.note_body_of(request)
             self.requests.append(sent)
@@ -410,7 +411,6 @@ class RequestPath:
         interaction = substitute
         if interaction is None and position is not None:
             interaction = self._index.interactions[position]
-        faults = tuple(fault for fault, _ in shapers)
         shape = Shaping(faults) if faults and substitute is None else None
         return Turn(
             sent,
