@@ -112,6 +112,28 @@ def test_binding_again_and_again_follows_each_hook_and_keeps_one_definition(cloc
     assert len(_cfunc._definitions) == kept
 
 
+class OtherHook(types.ModuleType):
+    """A hook that is no ``time`` module: while it is bound, the layout reads as unbindable."""
+
+    def __init__(self):
+        super().__init__("hook")
+
+    def __call__(self):
+        return 7.0
+
+
+def test_a_layout_read_while_bound_is_not_kept_for_after_the_undo(clock_module):
+    func = clock_module.monotonic
+    undo = _cfunc.bind(func, "monotonic", OtherHook())
+    try:
+        _cfunc._verdicts.clear()  # read now, while bound, not from what was kept before
+        assert _cfunc.layout_problem(func, "monotonic") is not None
+    finally:
+        undo()
+    assert _cfunc.layout_problem(func, "monotonic") is None
+    _cfunc.bind(func, "monotonic", Hook(lambda: 8.0))()
+
+
 def test_binding_twice_is_refused_and_keeps_the_first(clock_module):
     undo = _cfunc.bind(clock_module.monotonic, "monotonic", Hook(lambda: 1.0))
     try:

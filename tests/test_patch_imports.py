@@ -122,3 +122,49 @@ def test_watches_share_one_finder_that_leaves_with_the_last(library, tmp_path):
         sys.modules.pop("other_late_library", None)
     assert events[-1] == "second undone"
     assert watches() == []
+
+
+def test_an_undo_never_waits_for_an_install_running_in_another_thread(library):
+    """The clock's undo holds the clock's lock while it undoes its watches, and a watch's
+    install takes that lock: an undo that waited for a running install would hang both."""
+    import threading
+
+    held = threading.Lock()  # stands for the clock's lock
+    started = threading.Event()
+    events = []
+
+    def install():
+        started.set()
+        with held:  # waits for the undoing thread to let go
+            events.append("installed")
+        return lambda: events.append("undone")
+
+    undo = when_imported(library, install)
+    importer = threading.Thread(target=__import__, args=(library,), daemon=True)
+    with held:
+        importer.start()
+        assert started.wait(10)
+        finished = threading.Thread(target=undo, daemon=True)
+        finished.start()
+        finished.join(10)
+        assert not finished.is_alive(), "the undo waited for the install"
+    importer.join(10)
+    assert not importer.is_alive()
+    assert events == ["installed", "undone"]  # the install ended, then took itself off
+    assert watches() == []
+
+
+def test_an_install_may_undo_its_own_watch(library):
+    events = []
+    undo = []
+
+    def install():
+        undo[0]()
+        events.append("installed")
+        return lambda: events.append("undone")
+
+    undo.append(when_imported(library, install))
+    __import__(library)
+
+    assert events == ["installed", "undone"]
+    assert watches() == []

@@ -40,7 +40,8 @@ _owner: list[str | None] = [None]
 @functools.lru_cache(maxsize=4)
 def _takes_middlewares(request: Callable[..., Any]) -> bool:
     """Whether ``ClientSession._request`` takes ``middlewares=``, read once per function:
-    ``inspect.signature`` costs more than the rest of the patch together."""
+    ``inspect.signature`` costs more than the rest of the patch together. Given the library's
+    own function (unwrapped), so the cache never holds a patch, nor the session behind it."""
     return "middlewares" in inspect.signature(request).parameters
 
 
@@ -52,7 +53,7 @@ def patch_aiohttp(session: CassetteSession, allow_hosts: Iterable[str] = ()) -> 
     allowed = tuple(allow_hosts)
     cls = aiohttp.ClientSession
     original = cls.__dict__["_request"]
-    if not _takes_middlewares(original):
+    if not _takes_middlewares(inspect.unwrap(original)):
         warnings.warn(
             f"aiohttp {aiohttp.__version__} has no client middlewares (3.12 added them), so "
             f"pytest-toolnexus cannot serve aiohttp sessions from {session.path}: upgrade "

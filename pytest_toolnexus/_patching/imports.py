@@ -60,14 +60,26 @@ class _Watch:
                 return
             self._installed = True
             self._undos.append(self._install())
+        self._take_off_if_undone()  # undone while the install ran: taken off now
 
     def undo(self) -> None:
-        with self._lock:
-            if self._done:
+        """Stop the watch, and take off what its install put on. It never waits for an
+        install running in another thread (that install may itself wait for a lock the
+        caller holds, the clock's for one): such an install takes itself off when it ends."""
+        self._done = True
+        self._take_off()
+
+    def _take_off_if_undone(self) -> None:
+        if self._done:
+            self._take_off()
+
+    def _take_off(self) -> None:
+        while True:
+            try:
+                undo = self._undos.pop()
+            except IndexError:
                 return
-            self._done = True
-        while self._undos:
-            self._undos.pop()()
+            undo()
 
 
 # module name -> the watches waiting for it, oldest first; the finder is on sys.meta_path

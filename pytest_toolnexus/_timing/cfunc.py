@@ -88,7 +88,7 @@ def _call_object_address() -> int | None:
     return address
 
 
-_lock: Final = threading.Lock()
+_lock: Final = threading.RLock()  # re-entered: the layout read makes the pristine module
 # id(function) -> (the function, the definition it was given, the hook) while bound.
 _bound: dict[int, tuple[object, _MethodDef, object]] = {}
 # id(function) -> (the function, the definition it is given whenever it is bound), kept for
@@ -143,8 +143,8 @@ def layout_problem(func: object, name: str) -> str | None:
     held = _verdicts.get(key)
     if held is not None and held[0] is func:
         return held[1]
-    verdict = _read_layout(func, name)
-    with _lock:
+    with _lock:  # read and kept in one step: no bind or undo can come between
+        verdict = _read_layout(func, name)
         if id(func) not in _bound:
             _verdicts[key] = (func, verdict)
     return verdict
