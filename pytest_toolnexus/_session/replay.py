@@ -204,10 +204,10 @@ def _whole(plan: Plan, request: TransportRequest) -> TransportResponse | None:
 
 def _plain(
     interaction: Interaction, request: TransportRequest, shape: Shaper | None
-) -> RecordedResponse | None:
-    """The recorded response when it is one untimed JSON document, answered whole and
-    unshaped to a request that did not ask for a stream: what most replayed requests are, played
-    without a :class:`Plan` (as :func:`_whole` would answer it)."""
+) -> tuple[RecordedResponse, JSONValue] | None:
+    """The recorded response and its value when it is one untimed JSON document, answered
+    whole and unshaped to a request that did not ask for a stream: what most replayed requests
+    are, played without a :class:`Plan` (as :func:`_whole` would answer it)."""
     if shape is not None or interaction.error is not None or request.stream:
         return None
     response = interaction.response
@@ -216,13 +216,7 @@ def _plain(
     body = response.body
     if not isinstance(body, JsonBody) or body.times is not None:
         return None
-    return response
-
-
-def _value(response: RecordedResponse) -> JSONValue:
-    body = response.body
-    assert isinstance(body, JsonBody)
-    return body.value
+    return response, body.value
 
 
 def _prepare(
@@ -259,11 +253,12 @@ def play(
     cancel = request.cancel
     plain = _plain(interaction, request, shape)
     if plain is not None:
-        clock.wait_until(start + _seconds(plain.t_headers, clock), cancel)
-        clock.wait_until(start + _seconds(plain.t_end, clock), cancel)
+        response, value = plain
+        clock.wait_until(start + _seconds(response.t_headers, clock), cancel)
+        clock.wait_until(start + _seconds(response.t_end, clock), cancel)
         observer.delivered(0, clock.now())
         observer.ended()
-        return TransportResponse(plain.status, plain.headers, _value(plain), content)
+        return TransportResponse(response.status, response.headers, value, content)
     plan, failure = _prepare(interaction, request, shape, content)
     if failure is not None:
         clock.wait_until(start + _seconds(failure.t, clock), cancel)
@@ -389,11 +384,12 @@ async def aplay(
     cancel = request.cancel
     plain = _plain(interaction, request, shape)
     if plain is not None:
-        await clock.await_until(start + _seconds(plain.t_headers, clock), cancel)
-        await clock.await_until(start + _seconds(plain.t_end, clock), cancel)
+        response, value = plain
+        await clock.await_until(start + _seconds(response.t_headers, clock), cancel)
+        await clock.await_until(start + _seconds(response.t_end, clock), cancel)
         observer.delivered(0, clock.now())
         observer.ended()
-        return TransportResponse(plain.status, plain.headers, _value(plain), content)
+        return TransportResponse(response.status, response.headers, value, content)
     plan, failure = _prepare(interaction, request, shape, content)
     if failure is not None:
         await clock.await_until(start + _seconds(failure.t, clock), cancel)
