@@ -350,10 +350,13 @@ def test_only_compat_live_and_bridge_import_httpx():
 
 # The other HTTP libraries: only their bridges and the patches that install them import one,
 # and the loopback server its web server (aiohttp's; docs/serve.md says why) in the modules
-# that speak HTTP: the application, the answer to a replayed request, the control API, and
-# the recording proxy with its client to the upstream.
+# that speak HTTP: the application, the answer to a replayed request, the control API, the
+# recording proxy with its client to the upstream, and the WebSocket session served.
 OTHER_HTTP = {"aiohttp", "multidict", "yarl", "requests", "urllib3", "botocore", "boto3"}
-SERVER = ("_serve.app", "_serve.answer", "_serve.control", "_serve.proxy", "_serve.upstream")
+SERVER = (
+    *("_serve.app", "_serve.answer", "_serve.control", "_serve.proxy", "_serve.upstream"),
+    "_serve.websocket",
+)
 
 
 def test_only_bridges_and_their_patches_import_other_http_libraries():

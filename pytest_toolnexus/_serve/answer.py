@@ -32,8 +32,11 @@ from .catalog import Catalog, ServedCassette
 
 __all__ = [
     "CASSETTE_HEADER",
+    "HOP",
     "MISS_STATUS",
+    "addressed",
     "answer",
+    "asks_websocket",
     "miss_response",
     "respond",
     "seam_request",
@@ -51,7 +54,7 @@ ORIGIN_HEADER: Final = "x-toolnexus-origin"
 
 # Headers that describe one connection or one encoding of the body, not the recorded answer:
 # the body is stored decoded, and this server frames it afresh.
-_HOP: Final = frozenset(
+HOP: Final = frozenset(
     (
         "connection",
         "keep-alive",
@@ -90,7 +93,7 @@ def seam_request(
     pairs = [
         (k.lower(), v)
         for k, v in request.headers.items()
-        if k.lower() not in _HOP and not k.lower().startswith("x-toolnexus-")
+        if k.lower() not in HOP and not k.lower().startswith("x-toolnexus-")
     ]
     headers = Headers(pairs)
     return TransportRequest(
@@ -103,16 +106,30 @@ def seam_request(
     )
 
 
-async def answer(catalog: Catalog, request: web.Request) -> web.StreamResponse:
-    """The served cassette's answer to ``request`` (a path ``/c/<name>/...``, or any path
-    with an ``x-toolnexus-cassette`` header)."""
+def asks_websocket(request: web.Request) -> bool:
+    """Whether ``request`` asks to open a WebSocket (:mod:`.websocket` answers it)."""
+    return request.method == "GET" and request.headers.get("upgrade", "").lower() == "websocket"
+
+
+def addressed(catalog: Catalog, request: web.Request) -> tuple[ServedCassette, str] | web.Response:
+    """The served cassette ``request`` names and the recorded URL it stands for, or the answer
+    that says no cassette is named (:data:`MISS_STATUS`)."""
     found = _cassette_of(catalog, request)
     if isinstance(found, str):
         catalog.unrouted.append(found)
         return miss_response("no_cassette", found, None)
     served, target = found
     origin = request.headers.get(ORIGIN_HEADER)
-    url = origin.rstrip("/") + target if origin else served.url_for(target)
+    return served, origin.rstrip("/") + target if origin else served.url_for(target)
+
+
+async def answer(catalog: Catalog, request: web.Request) -> web.StreamResponse:
+    """The served cassette's answer to ``request`` (a path ``/c/<name>/...``, or any path
+    with an ``x-toolnexus-cassette`` header)."""
+    found = addressed(catalog, request)
+    if isinstance(found, web.Response):
+        return found
+    served, url = found
     asked = seam_request(request, url, await request.read())
     try:
         response = await served.session.async_transport(asked)
@@ -143,11 +160,11 @@ async def respond(
     body = response.body
     if isinstance(body, AsyncByteStream):
         headers = CIMultiDict(
-            (k, v) for k, v in response.headers.multi_items() if k.lower() not in _HOP
+            (k, v) for k, v in response.headers.multi_items() if k.lower() not in HOP
         )
         return await _stream(request, response.status, headers, body, url)
     pairs, content = wire_body(response, request.method)
-    whole = CIMultiDict((k, v) for k, v in pairs if k.lower() not in _HOP)
+    whole = CIMultiDict((k, v) for k, v in pairs if k.lower() not in HOP)
     return web.Response(status=response.status, headers=whole, body=content)
 
 

@@ -23,7 +23,7 @@ from aiohttp import web
 
 from pytest_toolnexus._seam.errors import CassetteError
 
-from .answer import answer, log
+from .answer import answer, asks_websocket, log
 from .catalog import Catalog, ServeOptions
 from .control import PREFIX, control, report_of
 
@@ -38,6 +38,11 @@ def make_app(catalog: Catalog) -> web.Application:
     async def handle(request: web.Request) -> web.StreamResponse:
         if request.path.startswith(PREFIX):
             return await control(catalog, request)
+        if asks_websocket(request):
+            # Imported with the first WebSocket: a server of HTTP cassettes never loads it.
+            from .websocket import answer_websocket
+
+            return await answer_websocket(catalog, request)
         return await answer(catalog, request)
 
     app = web.Application(client_max_size=1 << 30)

@@ -62,6 +62,9 @@ def _report(served: ServedCassette) -> dict[str, Any]:
             }
             for sent in list(session.requests)
         ],
+        # What WebSocket clients left of the sessions they opened: client frames never sent,
+        # server frames never read (as pytest reports them at teardown).
+        "websocket_leftovers": [] if served.realtime is None else served.realtime.leftovers(),
     }
 
 

@@ -26,6 +26,12 @@ KINDS: Final[dict[str, Callable[..., Fault]]] = {
     "connect_timeout": faults.connect_timeout,
     "read_timeout": faults.read_timeout,
     "error_event": faults.error_event,
+    "ws_drop": faults.ws_drop,
+    "ws_close": faults.ws_close,
+    "ws_stall": faults.ws_stall,
+    "ws_error": faults.ws_error,
+    "ws_slow_handshake": faults.ws_slow_handshake,
+    "ws_refuse": faults.ws_refuse,
 }
 
 

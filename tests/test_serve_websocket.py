@@ -1,0 +1,314 @@
+"""``serve`` answers a WebSocket upgrade with the session the cassette recorded: the frames both
+ways checked and released as in pytest, on real time (docs/serve.md, "WebSocket sessions").
+
+The clients are what another language's test would run: a plain WebSocket client (websockets,
+and Node's ``ws`` where node and npm are present) and the openai SDK pointed at the server by
+its ``websocket_base_url``. The cassette is ``tests/support/realtime_cassette.py``'s Realtime
+session, whose every frame has a known time, so each arrival is checked against its recorded
+offset: none early, in order, none later than this machine's own sleep lateness allows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import websockets.asyncio.client as ws_client
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from pytest_toolnexus._serve.websocket import MISS_CLOSE_CODE
+from tests.support import realtime_cassette as rc
+from tests.support.node_packages import npm_package
+from tests.support.realtime import apaced, paced, wall
+from tests.support.serve_cli import Served, serving
+
+NAME = "realtime/talk"
+PATH = "/v1/realtime?model=gpt-realtime"
+# The recorded server frames (close frames aside), parsed, and when each arrived: seconds since
+# the client sent its handshake, as the cassette's times count.
+SERVER_EVENTS = [f["data"] for f in rc.FRAMES if f["from"] == "server" and f["kind"] != "close"]
+SERVER_AT = [t / 1000.0 for t in rc.SERVER_T]
+GAPS = (0.015, 0.03, 0.05)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    folder = tmp_path / "cassettes"
+    (folder / "realtime").mkdir(parents=True)
+    rc.write(folder / "realtime" / "talk.msgpack")
+    with serving([folder]) as server:
+        yield server
+
+
+def _ws_url(served: Served, name: str = NAME, path: str = PATH) -> str:
+    return served.url.replace("http://", "ws://", 1) + f"/c/{name}{path}"
+
+
+def _report(served: Served) -> dict[str, Any]:
+    answer = httpx.get(f"{served.url}/_toolnexus/report", params={"cassette": NAME})
+    assert answer.status_code == 200, answer.text
+    report: dict[str, Any] = answer.json()
+    return report
+
+
+def _ask_faults(served: Served, *faults: dict[str, Any]) -> None:
+    answer = httpx.post(
+        f"{served.url}/_toolnexus/faults", json={"cassette": NAME, "faults": list(faults)}
+    )
+    assert answer.status_code == 200, answer.text
+
+
+def _reset(served: Served) -> None:
+    answer = httpx.post(f"{served.url}/_toolnexus/reset", json={"cassette": NAME})
+    assert answer.status_code == 200, answer.text
+
+
+async def _talk(
+    url: str, *, late: float = 0.0, first: dict[str, Any] | None = None
+) -> tuple[list[float], list[dict[str, Any]], list[float], int | None]:
+    """The recorded conversation as a plain client holds it: the session update once the
+    session is created (``late`` seconds later), the turn once it is updated, closing after
+    ``response.done``. Returns each server event's arrival (seconds since the handshake was
+    sent), the events, when each client frame went out, and the close code it saw."""
+    arrivals: list[float] = []
+    events: list[dict[str, Any]] = []
+    sent: list[float] = []
+    began = wall()
+    async with ws_client.connect(url, additional_headers={"Authorization": "Bearer sk-x"}) as ws:
+
+        async def send(event: dict[str, Any]) -> None:
+            sent.append(wall() - began)
+            await ws.send(json.dumps(event, separators=(",", ":")))
+
+        with contextlib.suppress(ConnectionClosed):  # a close other than 1000 ends it
+            async for message in ws:
+                arrivals.append(wall() - began)
+                event = json.loads(message)
+                events.append(event)
+                if event["type"] == "session.created":
+                    if late:
+                        await asyncio.sleep(late)
+                    await send(first or {"type": "session.update", "session": rc.SESSION})
+                elif event["type"] == "session.updated":
+                    await send({"type": "conversation.item.create", "item": rc.ITEM})
+                    await send({"type": "response.create"})
+                elif event["type"] == "response.done":
+                    await ws.close()
+        code = ws.close_code
+    return arrivals, events, sent, code
+
+
+@pytest.mark.asyncio
+async def test_a_websocket_client_gets_the_recorded_session_at_its_recorded_offsets(
+    served: Served,
+):
+    async def run() -> tuple[list[float], tuple[list[dict[str, Any]], int | None]]:
+        _reset(served)
+        arrivals, events, _, code = await _talk(_ws_url(served))
+        return arrivals, (events, code)
+
+    events, code = await apaced(run, SERVER_AT, gaps=GAPS, what="server frame")
+
+    assert events == SERVER_EVENTS
+    assert code == 1000
+    report = _report(served)
+    assert report["misses"] == []
+    assert report["unused"] == []
+    assert report["websocket_leftovers"] == []
+    assert [(r["method"], r["replayed"]) for r in report["requests"]] == [("GET", True)]
+    assert report["requests"][0]["url"] == rc.URL  # the recorded session's own URL
+
+
+@pytest.mark.asyncio
+async def test_a_client_that_answers_late_moves_the_answers_with_it(served: Served):
+    late = 0.4
+    arrivals, events, sent, _ = await _talk(_ws_url(served), late=late)
+
+    types = [e["type"] for e in events]
+    assert types == [e["type"] for e in SERVER_EVENTS]
+    created, updated = arrivals[0], arrivals[types.index("session.updated")]
+    # The update went out late; its answer came its recorded 30 ms after it, not at its
+    # recorded time since the handshake (which had long passed).
+    assert sent[0] >= created + late
+    assert updated - sent[0] >= 0.030 - 0.001
+    assert updated >= created + late + 0.030 - 0.001
+    # ...and so did everything after it: response.done is 659 ms after response.create.
+    assert arrivals[-1] - sent[2] >= 0.659 - 0.001
+
+
+@pytest.mark.asyncio
+async def test_a_frame_the_recording_does_not_expect_closes_with_the_miss_code_and_is_reported(
+    served: Served,
+):
+    wrong = {"type": "session.update", "session": {"type": "realtime", "voice": "ballad"}}
+
+    _, events, _, code = await _talk(_ws_url(served), first=wrong)
+
+    assert [e["type"] for e in events] == ["session.created"]  # nothing answers the miss
+    assert code == MISS_CLOSE_CODE
+    report = _report(served)
+    assert len(report["misses"]) == 1
+    miss = report["misses"][0]
+    assert "voice" in miss
+    assert "ws://127.0.0.1:9/v1/realtime" in miss
+    err = served.stop()[1]
+    assert "voice" in err  # logged as well
+
+
+@pytest.mark.asyncio
+async def test_a_path_that_names_no_cassette_refuses_the_handshake_with_the_miss_status(
+    served: Served,
+):
+    with pytest.raises(InvalidStatus) as refused:
+        async with ws_client.connect(_ws_url(served, name="nope")):
+            pass
+
+    assert refused.value.response.status_code == 490
+    assert "names no served cassette" in refused.value.response.body.decode()
+
+
+@pytest.mark.asyncio
+async def test_a_drop_asked_over_the_control_api_cuts_the_connection_after_that_frame(
+    served: Served,
+):
+    _ask_faults(served, {"kind": "ws_drop", "after_frame": 3})
+
+    got: list[str] = []
+
+    async def read_on() -> None:
+        async with ws_client.connect(_ws_url(served)) as ws:
+            async for message in ws:
+                event = json.loads(message)
+                got.append(event["type"])
+                if event["type"] == "session.created":
+                    await ws.send(json.dumps({"type": "session.update", "session": rc.SESSION}))
+                elif event["type"] == "session.updated":
+                    await ws.send(json.dumps({"type": "conversation.item.create", "item": rc.ITEM}))
+                    await ws.send(json.dumps({"type": "response.create"}))
+
+    with pytest.raises(ConnectionClosed) as closed:
+        await read_on()
+
+    assert got == [e["type"] for e in SERVER_EVENTS[:3]]
+    assert closed.value.rcvd is None  # no close frame: 1006, as a dropped connection
+    assert _report(served)["requests"][0]["faults"] == ["ws_drop(after_frame=3)"]
+
+
+@pytest.mark.asyncio
+async def test_a_refusal_asked_over_the_control_api_answers_the_handshake_with_its_status(
+    served: Served,
+):
+    _ask_faults(served, {"kind": "ws_refuse", "status": 503})
+
+    with pytest.raises(InvalidStatus) as refused:
+        async with ws_client.connect(_ws_url(served)):
+            pass
+    assert refused.value.response.status_code == 503
+    # The refusal took the attempt; the recorded session answers the next one.
+    _, events, _, code = await _talk(_ws_url(served))
+    assert events == SERVER_EVENTS
+    assert code == 1000
+
+
+@pytest.mark.asyncio
+async def test_a_client_that_leaves_early_is_reported_with_what_it_left(served: Served):
+    async with ws_client.connect(_ws_url(served)) as ws:
+        assert json.loads(await ws.recv())["type"] == "session.created"
+
+    await asyncio.sleep(0.05)  # the server notes the close
+    leftovers = _report(served)["websocket_leftovers"]
+    assert len(leftovers) == 2, leftovers
+    assert "3 recorded client frame(s) were never sent" in leftovers[0]
+    assert "10 recorded server frame(s) were never read" in leftovers[1]
+
+
+@pytest.mark.asyncio
+async def test_the_openai_sdk_pointed_at_serve_talks_to_the_recorded_session(served: Served):
+    openai = pytest.importorskip("openai")
+
+    async def run() -> tuple[list[float], list[str]]:
+        _reset(served)
+        base = served.url.replace("http://", "ws://", 1) + f"/c/{NAME}/v1"
+        client = openai.AsyncOpenAI(api_key="sk-test", websocket_base_url=base)
+        began = wall()
+        arrivals: list[float] = []
+        async with client.realtime.connect(model="gpt-realtime") as connection:
+            await connection.session.update(session=rc.SESSION)
+            types = []
+            async for event in connection:
+                arrivals.append(wall() - began)
+                types.append(event.type)
+                if event.type == "session.updated":
+                    await connection.conversation.item.create(item=rc.ITEM)
+                    await connection.response.create()
+                if event.type == "response.done":
+                    break
+        return arrivals, types
+
+    types = await apaced(run, SERVER_AT, gaps=GAPS, what="server event")
+
+    assert types == [e["type"] for e in SERVER_EVENTS]
+    assert _report(served)["misses"] == []
+
+
+_NODE_CLIENT = textwrap.dedent(
+    """
+    const WebSocket = require("ws");
+    const [url, session, item] = process.argv.slice(2);
+    const send = (ws, event) => ws.send(JSON.stringify(event));
+    const began = process.hrtime.bigint();
+    const got = [];
+    const ws = new WebSocket(url);
+    ws.on("message", (data) => {
+      const event = JSON.parse(data.toString());
+      got.push([Number(process.hrtime.bigint() - began) / 1e9, event.type]);
+      if (event.type === "session.created") {
+        send(ws, {type: "session.update", session: JSON.parse(session)});
+      }
+      if (event.type === "session.updated") {
+        send(ws, {type: "conversation.item.create", item: JSON.parse(item)});
+        send(ws, {type: "response.create"});
+      }
+      if (event.type === "response.done") ws.close(1000);
+    });
+    ws.on("close", (code) => console.log(JSON.stringify({code, got})));
+    ws.on("error", (error) => { console.error(String(error)); process.exit(1); });
+    """
+)
+
+
+def test_a_node_ws_client_gets_the_recorded_session_at_its_recorded_offsets(
+    served: Served, tmp_path: Path
+):
+    folder = npm_package("ws", "8")
+    script = tmp_path / "client.js"
+    script.write_text(_NODE_CLIENT)
+
+    def run() -> tuple[list[float], dict[str, Any]]:
+        _reset(served)
+        done = subprocess.run(
+            ["node", str(script), _ws_url(served), json.dumps(rc.SESSION), json.dumps(rc.ITEM)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "NODE_PATH": str(folder / "node_modules")},
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        said: dict[str, Any] = json.loads(done.stdout)
+        return [at for at, _ in said["got"]], said
+
+    # Node's clock starts before it opens the socket, so no arrival reads early.
+    said = paced(run, SERVER_AT, gaps=GAPS, what="server frame")
+
+    assert [kind for _, kind in said["got"]] == [e["type"] for e in SERVER_EVENTS]
+    assert said["code"] == 1000
