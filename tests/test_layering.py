@@ -351,11 +351,12 @@ def test_only_compat_live_and_bridge_import_httpx():
 # The other HTTP libraries: only their bridges and the patches that install them import one,
 # and the loopback server its web server (aiohttp's; docs/serve.md says why) in the modules
 # that speak HTTP: the application, the answer to a replayed request, the control API, the
-# recording proxy with its client to the upstream, and the WebSocket session served.
+# recording proxy with its client to the upstream, and the WebSocket sessions served and
+# recorded.
 OTHER_HTTP = {"aiohttp", "multidict", "yarl", "requests", "urllib3", "botocore", "boto3"}
 SERVER = (
     *("_serve.app", "_serve.answer", "_serve.control", "_serve.proxy", "_serve.upstream"),
-    "_serve.websocket",
+    *("_serve.websocket", "_serve.recorded_websocket"),
 )
 
 

@@ -25,11 +25,13 @@ import pytest
 import websockets.asyncio.client as ws_client
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from pytest_toolnexus import load_cassette, use_cassette
 from pytest_toolnexus._serve.websocket import MISS_CLOSE_CODE
+from tests.support import fake_realtime
 from tests.support import realtime_cassette as rc
 from tests.support.node_packages import npm_package
 from tests.support.realtime import apaced, paced, wall
-from tests.support.serve_cli import Served, serving
+from tests.support.serve_cli import Served, serving, start_record
 
 NAME = "realtime/talk"
 PATH = "/v1/realtime?model=gpt-realtime"
@@ -312,3 +314,88 @@ def test_a_node_ws_client_gets_the_recorded_session_at_its_recorded_offsets(
 
     assert [kind for _, kind in said["got"]] == [e["type"] for e in SERVER_EVENTS]
     assert said["code"] == 1000
+
+
+# -- recording through the proxy ------------------------------------------------------------
+
+
+@pytest.fixture
+def upstream() -> Iterator[int]:
+    port, stop = fake_realtime.start()
+    try:
+        yield port
+    finally:
+        stop()
+
+
+@pytest.mark.asyncio
+async def test_record_tees_a_websocket_session_and_it_replays_alike_in_pytest_and_in_serve(
+    upstream: int, tmp_path: Path
+):
+    out = tmp_path / "cassettes" / "talk.msgpack"
+    proxy = start_record(f"http://127.0.0.1:{upstream}", out)
+    try:
+        through = proxy.url.replace("http://", "ws://", 1) + PATH
+        arrivals, recorded_events, _, code = await _talk(through)
+    finally:
+        assert proxy.stop()[0] == 0
+
+    assert code == 1000
+    types = [e["type"] for e in recorded_events]
+    assert types[-1] == "response.done"
+    # Teed, not buffered: the audio deltas reached the client as the server spaced them.
+    audio = [at for at, kind in zip(arrivals, types, strict=True) if kind.endswith("audio.delta")]
+    assert len(audio) == len(fake_realtime.AUDIO)
+    assert audio[-1] - audio[0] >= (len(audio) - 1) * fake_realtime.GAP * 0.5
+    (interaction,) = load_cassette(out).interactions
+    assert interaction.request.url == f"ws://127.0.0.1:{upstream}{PATH}"
+    assert interaction.request.headers.get("authorization") != "Bearer sk-x"  # redacted
+    assert interaction.response is not None
+    assert interaction.response.status == 101
+
+    # Replayed by the plugin, with the upstream still up but out of reach of a replay...
+    with use_cassette(out, record="none"):
+        _, in_pytest, _, _ = await _talk(f"ws://127.0.0.1:{upstream}{PATH}")
+    # ...and by serve.
+    with serving([out.parent]) as served:
+        _, in_serve, _, _ = await _talk(_ws_url(served, name="talk"))
+
+    assert in_pytest == in_serve == recorded_events
+
+
+@pytest.mark.asyncio
+async def test_record_keeps_a_refused_handshake_and_serve_refuses_it_alike(tmp_path: Path):
+    port, stop = fake_realtime.start_refusing(403)
+    out = tmp_path / "cassettes" / "refused.msgpack"
+    try:
+        proxy = start_record(f"http://127.0.0.1:{port}", out)
+        try:
+            with pytest.raises(InvalidStatus) as live:
+                await _talk(proxy.url.replace("http://", "ws://", 1) + PATH)
+        finally:
+            assert proxy.stop()[0] == 0
+    finally:
+        stop()
+
+    assert live.value.response.status_code == 403
+    (interaction,) = load_cassette(out).interactions
+    assert interaction.response is not None
+    assert interaction.response.status == 403
+    with serving([out.parent]) as served, pytest.raises(InvalidStatus) as replayed:
+        await _talk(_ws_url(served, name="refused"))
+    assert replayed.value.response.status_code == 403
+
+
+@pytest.mark.asyncio
+async def test_record_answers_502_when_the_upstream_cannot_be_reached(tmp_path: Path):
+    proxy = start_record("http://127.0.0.1:9", tmp_path / "down.msgpack")
+    try:
+        with pytest.raises(InvalidStatus) as failed:
+            await _talk(proxy.url.replace("http://", "ws://", 1) + PATH)
+    finally:
+        code, err = proxy.stop()
+
+    assert code == 0
+    assert failed.value.response.status_code == 502
+    assert b"toolnexus_upstream" in failed.value.response.body
+    assert "127.0.0.1:9" in err

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Protocol
 
@@ -104,6 +105,10 @@ def _upgrade(accepted: Accepted) -> Headers:
     return headers
 
 
+async def _once(content: bytes) -> AsyncIterator[bytes]:
+    yield content
+
+
 def _refused(handshake: Handshake, response: TransportResponse, content: bytes) -> DuplexRefused:
     """The error for a handshake answered with another status than 101 (a fault that refuses
     it, or a recorded refusal)."""
@@ -144,7 +149,11 @@ class Realtime:
         opened: list[DuplexConnection] = []
 
         def handshake_live(request: TransportRequest) -> TransportResponse:
-            connection = live(handshake)
+            try:
+                connection = live(handshake)
+            except DuplexRefused as refused:  # recorded as the HTTP answer it was
+                body = ByteStream(iter((refused.body,)))
+                return TransportResponse(refused.status, refused.headers, body)
             opened.append(connection)
             accepted = connection.accepted
             return TransportResponse(accepted.status, _upgrade(accepted), ByteStream(tee.chunks()))
@@ -177,7 +186,11 @@ class Realtime:
         opened: list[AsyncDuplexConnection] = []
 
         async def handshake_live(request: TransportRequest) -> TransportResponse:
-            connection = await live(handshake)
+            try:
+                connection = await live(handshake)
+            except DuplexRefused as refused:  # recorded as the HTTP answer it was
+                body = AsyncByteStream(_once(refused.body))
+                return TransportResponse(refused.status, refused.headers, body)
             opened.append(connection)
             accepted = connection.accepted
             stream = AsyncByteStream(tee.achunks())

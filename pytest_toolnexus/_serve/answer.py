@@ -40,6 +40,7 @@ __all__ = [
     "miss_response",
     "respond",
     "seam_request",
+    "upstream_failed",
 ]
 
 MISS_STATUS: Final = 490
@@ -83,6 +84,16 @@ def miss_response(kind: str, message: str, cassette: str | None) -> web.Response
         status=MISS_STATUS,
         headers={"x-should-retry": "false", "x-toolnexus-miss": kind},
     )
+
+
+def upstream_failed(request: web.Request, url: str, exc: TransportError) -> web.Response:
+    """The recording proxy's answer to a request the upstream failed (recorded as the failure
+    it was): the client hears of it as a gateway would. The URL is shown redacted (a key in its
+    query), in the error's text as well."""
+    shown = redact_url(url)
+    said = f"{shown}: {str(exc).replace(url, shown)}"
+    log.warning("%s %s", request.method, said)
+    return web.json_response({"error": {"type": "toolnexus_upstream", "message": said}}, status=502)
 
 
 def seam_request(

@@ -19,37 +19,34 @@ from typing import TextIO
 
 from aiohttp import web
 
-from pytest_toolnexus._safety.redact import redact_url
 from pytest_toolnexus._seam.errors import CassetteError, TransportError
-from pytest_toolnexus._seam.transport import AsyncTransport
 from pytest_toolnexus._session.session import CassetteSession
 
-from .answer import log, respond, seam_request
+from .answer import asks_websocket, respond, seam_request, upstream_failed
 from .app import listen, log_to
 from .upstream import Upstream
 
-__all__ = ["record"]
+__all__ = ["proxy_app", "record"]
 
 
-def proxy_app(transport: AsyncTransport, upstream: str) -> web.Application:
-    """The application that forwards every request to ``upstream`` through ``transport`` (a
-    recording session's)."""
+def proxy_app(session: CassetteSession, live: Upstream, upstream: str) -> web.Application:
+    """The application that forwards every request to ``upstream`` through ``live``, recorded
+    by ``session``: HTTP requests, and WebSocket sessions frame by frame."""
     base = upstream.rstrip("/")
+    transport = session.async_transport_for(live)
 
     async def handle(request: web.Request) -> web.StreamResponse:
         url = base + request.raw_path
+        if asks_websocket(request):
+            # Imported with the first WebSocket: a proxy of HTTP calls never loads it.
+            from .recorded_websocket import record_websocket
+
+            return await record_websocket(session, live, request, "ws" + url[4:])
         asked = seam_request(request, url, await request.read(), stream=True)
         try:
             response = await transport(asked)
         except TransportError as exc:
-            # Recorded as the failure it was; the client hears of it as a gateway would. The
-            # URL is shown redacted (a key in its query), in the error's text as well.
-            shown = redact_url(url)
-            said = f"{shown}: {str(exc).replace(url, shown)}"
-            log.warning("%s %s", request.method, said)
-            return web.json_response(
-                {"error": {"type": "toolnexus_upstream", "message": said}}, status=502
-            )
+            return upstream_failed(request, url, exc)
         return await respond(request, response, url)
 
     app = web.Application(client_max_size=1 << 30)
@@ -86,7 +83,7 @@ def record(
         live = Upstream(upstream)
         await live.open()  # its client is made before any request is timed
         try:
-            app = proxy_app(session.async_transport_for(live), upstream)
+            app = proxy_app(session, live, upstream)
             await listen(app, host=host, port=port, url_file=url_file, out=stdout)
         finally:
             try:

@@ -29,7 +29,9 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from pytest_toolnexus._bridges.aiohttp import seam_error
+from pytest_toolnexus._bridges.aiohttp_ws import AioLiveConnection
 from pytest_toolnexus._seam.bodies import keeps_content_length
+from pytest_toolnexus._seam.duplex import AsyncDuplexConnection, DuplexRefused, Handshake
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.transport import AsyncByteStream, TransportRequest, TransportResponse
 
@@ -101,6 +103,30 @@ class Upstream:
         )
 
     acall = __call__
+
+    async def websocket(self, handshake: Handshake) -> AsyncDuplexConnection:
+        """Open the WebSocket ``handshake`` asks for on the upstream (the duplex seam's
+        opener): the client's own headers and subprotocols, no limit on a message's size. A
+        handshake the upstream refuses raises :class:`DuplexRefused` with its status."""
+        if self._session is None:
+            raise RuntimeError("Upstream.open() must be awaited before the first request")
+        try:
+            ws = await self._session.ws_connect(
+                handshake.url,
+                headers=handshake.headers.without("sec-websocket-protocol").multi_items(),
+                protocols=handshake.subprotocols,
+                proxy=self._proxy,
+                max_msg_size=0,
+            )
+        except aiohttp.WSServerHandshakeError as exc:
+            # aiohttp keeps the refusal's status and headers, not its body.
+            headers = Headers(list((exc.headers or {}).items())).without(*_WIRE)
+            raise DuplexRefused(handshake.url, exc.status, headers) from None
+        except aiohttp.ClientError as exc:
+            raise seam_error(exc) from exc
+        except TimeoutError as exc:
+            raise seam_error(aiohttp.ConnectionTimeoutError(str(exc))) from exc
+        return AioLiveConnection(ws)
 
 
 def environment_proxy(upstream: str) -> str | None:

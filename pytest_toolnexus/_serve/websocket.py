@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import Final
 
 import anyio
@@ -38,9 +39,16 @@ from pytest_toolnexus._seam.errors import CassetteFormatError, CassetteMissError
 from pytest_toolnexus._seam.headers import Headers
 
 from .answer import HOP, addressed, log, miss_response
-from .catalog import Catalog, ServedCassette
+from .catalog import Catalog
 
-__all__ = ["MISS_CLOSE_CODE", "answer_websocket"]
+__all__ = [
+    "MISS_CLOSE_CODE",
+    "accept",
+    "answer_websocket",
+    "client_handshake",
+    "refusal",
+    "relay",
+]
 
 MISS_CLOSE_CODE: Final = 4490
 """The close code of a connection whose client sent a frame the recording does not expect (a
@@ -61,7 +69,7 @@ _CONNECTION_ONLY: Final = frozenset(
 )
 
 
-def _handshake(request: web.Request, url: str) -> Handshake:
+def client_handshake(request: web.Request, url: str) -> Handshake:
     """The seam's handshake for a client's upgrade, addressed to the recorded ``url``."""
     pairs = [
         (k.lower(), v)
@@ -91,7 +99,7 @@ async def answer_websocket(catalog: Catalog, request: web.Request) -> web.Stream
     anyio.Event()  # anyio's asyncio backend loaded now, before any frame's time counts
     hub = served.realtime = realtime_of(served.session)
     try:
-        connection = await hub.aconnect(_handshake(request, url), _refuse_live)
+        connection = await hub.aconnect(client_handshake(request, url), _refuse_live)
     except CassetteMissError as miss:
         served.missed(miss)
         return miss_response("miss", str(miss), served.name)
@@ -99,14 +107,25 @@ async def answer_websocket(catalog: Catalog, request: web.Request) -> web.Stream
         log.info(
             "GET %s: the handshake is refused with HTTP %s, as asked", refused.url, refused.status
         )
-        headers = CIMultiDict(
-            (k, v) for k, v in refused.headers.multi_items() if k.lower() not in HOP
-        )
-        return web.Response(status=refused.status, headers=headers, body=refused.body)
+        return refusal(refused)
     except (CassetteFormatError, ReplayError) as exc:
         served.misses.append(str(exc))
         kind = "damaged" if isinstance(exc, CassetteFormatError) else "not_a_websocket"
         return miss_response(kind, str(exc), served.name)
+    ws = await accept(request, connection)
+    await relay(ws, connection, request, redact_url(url), served.missed)
+    return ws
+
+
+def refusal(refused: DuplexRefused) -> web.Response:
+    """The answer to a client whose handshake is refused: the status, headers and body."""
+    headers = CIMultiDict((k, v) for k, v in refused.headers.multi_items() if k.lower() not in HOP)
+    return web.Response(status=refused.status, headers=headers, body=refused.body)
+
+
+async def accept(request: web.Request, connection: AsyncDuplexConnection) -> web.WebSocketResponse:
+    """Complete the client's upgrade as ``connection``'s handshake was answered: its
+    subprotocol, and its headers but those of the one connection."""
     accepted = connection.accepted
     ws = web.WebSocketResponse(
         protocols=(accepted.subprotocol,) if accepted.subprotocol else (),
@@ -116,23 +135,33 @@ async def answer_websocket(catalog: Catalog, request: web.Request) -> web.Stream
         if name.lower() not in HOP and not name.lower().startswith("sec-websocket-"):
             ws.headers.add(name, value)
     await ws.prepare(request)
-    shown = redact_url(url)
-    writing = asyncio.ensure_future(_server_frames(ws, connection, request, shown))
+    return ws
+
+
+async def relay(
+    ws: web.WebSocketResponse,
+    connection: AsyncDuplexConnection,
+    request: web.Request,
+    url: str,
+    missed: Callable[[CassetteMissError], None] | None = None,
+) -> None:
+    """Carry frames between the client's ``ws`` and ``connection`` (a replay, or a recording
+    of the upstream's) both ways until either side closes. ``url`` (redacted) is for the log;
+    ``missed`` is told of a client frame the recording does not expect (a replay's)."""
+    writing = asyncio.ensure_future(_server_frames(ws, connection, request, url))
     try:
-        await _client_frames(served, ws, connection, shown)
+        await _client_frames(ws, connection, missed)
         await writing
     finally:
         writing.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await writing
-    return ws
 
 
 async def _client_frames(
-    served: ServedCassette,
     ws: web.WebSocketResponse,
     connection: AsyncDuplexConnection,
-    url: str,
+    missed: Callable[[CassetteMissError], None] | None,
 ) -> None:
     """Hand each client frame to the replay until the client closes, or sends a frame the
     recording does not expect."""
@@ -144,7 +173,9 @@ async def _client_frames(
         except DuplexClosed:
             return  # the server's side closed first; its close frame is on its way
         except CassetteMissError as miss:
-            served.missed(miss)
+            if missed is None:
+                raise
+            missed(miss)
             log.warning("%s", miss)
             reason = f"toolnexus: a frame the recording does not expect; see {_REPORT}"
             await connection.close(MISS_CLOSE_CODE, reason)

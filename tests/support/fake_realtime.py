@@ -159,13 +159,27 @@ async def _session(ws):
 
 def start(port=0):
     """Start the server on 127.0.0.1 in a thread; returns ``(port, stop)``."""
+    return _start(_session, port)
+
+
+def start_refusing(status, port=0):
+    """Start a server that refuses every handshake with HTTP ``status`` and a short text body,
+    as an API does a key it does not take; returns ``(port, stop)``."""
+
+    def refuse(connection, request):
+        return connection.respond(status, "refused by the fake Realtime server\n")
+
+    return _start(_session, port, process_request=refuse)
+
+
+def _start(handler, port, **options):
     ready = threading.Event()
     box = {}
 
     def run():
         async def main():
             box["stop"] = asyncio.Event()
-            async with serve(_session, "127.0.0.1", port) as server:
+            async with serve(handler, "127.0.0.1", port, **options) as server:
                 box["port"] = server.sockets[0].getsockname()[1]
                 ready.set()
                 await box["stop"].wait()
