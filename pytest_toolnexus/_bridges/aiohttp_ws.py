@@ -32,7 +32,7 @@ from pytest_toolnexus._seam.duplex import (
 )
 from pytest_toolnexus._seam.headers import Headers
 
-__all__ = ["AioConnection", "AioLiveConnection", "headers_of", "refused_error"]
+__all__ = ["AioConnection", "AioLiveConnection", "headers_of", "refused_error", "seam_refusal"]
 
 _CLOSING = (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR)
 
@@ -58,6 +58,14 @@ def refused_error(refused: DuplexRefused) -> WSServerHandshakeError:
     return WSServerHandshakeError(
         info, (), message="Invalid response status", status=refused.status, headers=headers
     )
+
+
+def seam_refusal(url: str, exc: WSServerHandshakeError) -> DuplexRefused:
+    """The seam's error for a handshake the live server refused, from aiohttp's, which keeps
+    the answer's status and headers but not its body (nor the headers that framed it)."""
+    headers = Headers(list((exc.headers or {}).items()))
+    framing = ("content-length", "content-encoding", "transfer-encoding")
+    return DuplexRefused(url, exc.status, headers.without(*framing))
 
 
 class AioLiveConnection:

@@ -106,6 +106,14 @@ def refused_error(refused: DuplexRefused) -> InvalidStatus:
     return InvalidStatus(Response(refused.status, phrase, headers, refused.body))
 
 
+def seam_refusal(url: str, exc: InvalidStatus) -> DuplexRefused:
+    """The seam's error for a handshake the live server refused, from the library's: the
+    status, headers and body of its answer, which the session records as the answer it was."""
+    response = exc.response
+    headers = Headers(list(response.headers.raw_items()))
+    return DuplexRefused(url, response.status_code, headers, bytes(response.body or b""))
+
+
 class LiveConnection:
     """A real sync connection of the library, as a seam ``DuplexConnection``."""
 

@@ -40,11 +40,14 @@ Undo = Callable[[], None]
 
 def _patch_sync(hub: Realtime) -> Undo:
     # The bridge imports the library: only once the code under test has imported it.
+    from websockets.exceptions import InvalidStatus
+
     from pytest_toolnexus._bridges.websockets import (
         Connection,
         LiveConnection,
         headers_of,
         refused_error,
+        seam_refusal,
     )
 
     module = sys.modules["websockets.sync.client"]
@@ -62,7 +65,10 @@ def _patch_sync(hub: Realtime) -> Undo:
         def live(_: Handshake) -> Any:
             # Entered as the library asks (websockets 17.1 warns of a connection that is
             # not); the facade's close closes it.
-            return LiveConnection(original(uri, **kwargs).__enter__())
+            try:
+                return LiveConnection(original(uri, **kwargs).__enter__())
+            except InvalidStatus as exc:  # recorded as the answer it was, then raised alike
+                raise seam_refusal(uri, exc) from None
 
         try:
             return Connection(hub.connect(handshake, live))
@@ -79,11 +85,14 @@ def _patch_sync(hub: Realtime) -> Undo:
 
 
 def _patch_async(hub: Realtime) -> Undo:
+    from websockets.exceptions import InvalidStatus
+
     from pytest_toolnexus._bridges.websockets import (
         AsyncConnection,
         AsyncLiveConnection,
         headers_of,
         refused_error,
+        seam_refusal,
     )
 
     module = sys.modules["websockets.asyncio.client"]
@@ -104,7 +113,10 @@ def _patch_async(hub: Realtime) -> Undo:
         handshake = Handshake(self.uri, headers_of(self.additional_headers), offered.get(self, ()))
 
         async def live(_: Handshake) -> Any:
-            return AsyncLiveConnection(await original(self))
+            try:
+                return AsyncLiveConnection(await original(self))
+            except InvalidStatus as exc:  # recorded as the answer it was, then raised alike
+                raise seam_refusal(self.uri, exc) from None
 
         try:
             return AsyncConnection(await hub.aconnect(handshake, live))
@@ -124,6 +136,7 @@ def _patch_async(hub: Realtime) -> Undo:
 
 
 def _patch_aiohttp(hub: Realtime) -> Undo:
+    from aiohttp.client_exceptions import WSServerHandshakeError
     from yarl import URL
 
     from pytest_toolnexus._bridges.aiohttp_ws import (
@@ -131,6 +144,7 @@ def _patch_aiohttp(hub: Realtime) -> Undo:
         AioLiveConnection,
         headers_of,
         refused_error,
+        seam_refusal,
     )
 
     cls = sys.modules["aiohttp.client"].ClientSession
@@ -144,7 +158,10 @@ def _patch_aiohttp(hub: Realtime) -> Undo:
         handshake = Handshake(str(target), headers, tuple(kwargs.get("protocols") or ()))
 
         async def live(_: Handshake) -> Any:
-            return AioLiveConnection(await original(self, url, **kwargs))
+            try:
+                return AioLiveConnection(await original(self, url, **kwargs))
+            except WSServerHandshakeError as exc:  # recorded as the answer it was
+                raise seam_refusal(str(target), exc) from None
 
         try:
             return AioConnection(await hub.aconnect(handshake, live))

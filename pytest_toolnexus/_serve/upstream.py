@@ -29,9 +29,9 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from pytest_toolnexus._bridges.aiohttp import seam_error
-from pytest_toolnexus._bridges.aiohttp_ws import AioLiveConnection
+from pytest_toolnexus._bridges.aiohttp_ws import AioLiveConnection, seam_refusal
 from pytest_toolnexus._seam.bodies import keeps_content_length
-from pytest_toolnexus._seam.duplex import AsyncDuplexConnection, DuplexRefused, Handshake
+from pytest_toolnexus._seam.duplex import AsyncDuplexConnection, Handshake
 from pytest_toolnexus._seam.headers import Headers
 from pytest_toolnexus._seam.transport import AsyncByteStream, TransportRequest, TransportResponse
 
@@ -119,9 +119,7 @@ class Upstream:
                 max_msg_size=0,
             )
         except aiohttp.WSServerHandshakeError as exc:
-            # aiohttp keeps the refusal's status and headers, not its body.
-            headers = Headers(list((exc.headers or {}).items())).without(*_WIRE)
-            raise DuplexRefused(handshake.url, exc.status, headers) from None
+            raise seam_refusal(handshake.url, exc) from None
         except aiohttp.ClientError as exc:
             raise seam_error(exc) from exc
         except TimeoutError as exc:
