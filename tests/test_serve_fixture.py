@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_toolnexus import build
+from tests.support import realtime_cassette
 
 ASKED = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]}
 
@@ -88,7 +89,7 @@ def test_the_fixture_serves_the_tests_cassette_and_reports_at_teardown(project: 
         [
             "*ERROR at teardown of test_swallowed_miss*",
             "*cassette_server: 1 request(s) to cassettes/test_project/test_swallowed_miss.msgpack"
-            " matched no recording (each was answered 490):*",
+            " matched no recording (an HTTP request is answered 490*",
             "*No recorded interaction matches POST https://api.openai.com/v1/chat/completions*",
         ]
     )
@@ -143,3 +144,97 @@ def test_a_server_that_logs_more_than_a_pipe_holds_keeps_answering(pytester: pyt
     result.stdout.fnmatch_lines(["*300 request(s) to *test_many_misses.msgpack matched no*"])
     result.stdout.no_fnmatch_line("*TimeoutError*")
     result.stdout.no_fnmatch_line("*timed out*")
+
+
+# The code under test for a realtime session: a process of its own that holds the recorded
+# conversation over the WebSocket at the base URL it is given (websockets' sync client).
+WS_CHILD = """
+import json, sys
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+url, session, item, first = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+seen = []
+with connect(url.replace("http://", "ws://") + "/v1/realtime?model=gpt-realtime") as ws:
+    try:
+        for message in ws:
+            event = json.loads(message)
+            seen.append(event["type"])
+            if event["type"] == "session.created":
+                if first == "leave":
+                    break
+                update = {"type": "session.update", "session": json.loads(session)}
+                if first == "wrong":
+                    update["session"]["voice"] = "ballad"
+                ws.send(json.dumps(update))
+            elif event["type"] == "session.updated":
+                ws.send(json.dumps({"type": "conversation.item.create", "item": json.loads(item)}))
+                ws.send(json.dumps({"type": "response.create"}))
+            elif event["type"] == "response.done":
+                break
+    except ConnectionClosed as closed:
+        seen.append(f"closed {closed.rcvd.code}")
+print(" ".join(seen))
+"""
+
+WS_TESTS = """
+import json, subprocess, sys
+
+SESSION, ITEM = json.dumps({session!r}), json.dumps({item!r})
+
+
+def talk(url, first="right"):
+    done = subprocess.run(
+        [sys.executable, "ws_child.py", url, SESSION, ITEM, first], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_talks(cassette_server):
+    assert talk(cassette_server)[-1] == "response.done"
+
+
+def test_wrong_frame(cassette_server):
+    assert talk(cassette_server, "wrong") == ["session.created", "closed", "4490"]
+
+
+def test_leaves_early(cassette_server):
+    assert talk(cassette_server, "leave") == ["session.created"]
+"""
+
+
+def test_the_fixture_serves_a_realtime_session_to_a_process_and_reports_it(
+    pytester: pytest.Pytester,
+):
+    folder = pytester.path / "cassettes" / "test_realtime"
+    for name in ("test_talks", "test_wrong_frame", "test_leaves_early"):
+        realtime_cassette.write(folder / f"{name}.msgpack")
+    pytester.makepyfile(ws_child=WS_CHILD)
+    pytester.makepyfile(
+        test_realtime=WS_TESTS.format(
+            session=realtime_cassette.SESSION, item=realtime_cassette.ITEM
+        )
+    )
+
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", "-rA")
+
+    # Each test passes its own checks; the server's report then fails the miss at teardown and
+    # warns of what the early leaver left.
+    result.assert_outcomes(passed=3, errors=1, warnings=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_wrong_frame*",
+            "*1 request(s) to cassettes/test_realtime/test_wrong_frame.msgpack matched no "
+            "recording*WebSocket frame closes its connection with 4490*",
+            "*voice*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*UnusedInteractionsWarning: cassette "
+            "cassettes/test_realtime/test_leaves_early.msgpack: WebSocket "
+            "ws://127.0.0.1:9/v1/realtime?model=gpt-realtime: 3 recorded client "
+            "frame(s) were never sent*",
+        ]
+    )

@@ -153,14 +153,22 @@ def _report(
         shown_misses = "\n\n".join(served["misses"][:3])
         pytest.fail(
             f"cassette_server: {len(served['misses'])} request(s) to {where} matched no "
-            f"recording (each was answered 490):\n\n{shown_misses}",
+            "recording (an HTTP request is answered 490; a WebSocket frame closes its "
+            f"connection with 4490):\n\n{shown_misses}",
             pytrace=False,
         )
-    if served["unused"] and options.unused != "ignore":
-        message = (
-            f"cassette {where}: {len(served['unused'])} recorded interaction(s) were never "
-            f"played through the server: {'; '.join(served['unused'][:10])}"
+    # What the code under test left: interactions never played, and what WebSocket clients
+    # left unsent or unread of the sessions they opened.
+    left = list(served.get("websocket_leftovers", []))
+    if served["unused"]:
+        unused = "; ".join(served["unused"][:10])
+        left.insert(
+            0,
+            f"{len(served['unused'])} recorded interaction(s) were never played through the "
+            f"server: {unused}",
         )
+    if left and options.unused != "ignore":
+        message = f"cassette {where}: " + "; ".join(left)
         if options.unused == "fail":
             pytest.fail(message, pytrace=False)
         warnings.warn(UnusedInteractionsWarning(message), stacklevel=1)
