@@ -13,6 +13,9 @@ Both run as processes of their own on loopback, as a client in another language 
 - pace: each text delta of a streamed chat (20 deltas, 50 ms apart) from ``serve`` in real
   timing, timed from the request on a raw socket against its recorded offset (goal: each at
   most ``PACE_GOAL_MS`` ms late, the issue's figure for a Node client, and none early);
+- a realtime session's pace: each server frame of a recorded WebSocket session (a reply of 40
+  deltas, 25 ms apart, to the client's ``response.create``) from ``serve`` in real timing, timed
+  on the client from the handshake against its recorded offset (goal: as the stream's);
 - the recording proxy: the time to the first event of a stream from a bare aiohttp upstream,
   directly, through ``pytest-toolnexus record`` and through a bare aiohttp proxy that records
   nothing (the floor of a proxy on that stack), alternating (goal: at most
@@ -34,7 +37,16 @@ from pathlib import Path
 import httpx
 from _common import Table, median, ms, now, ratio, run_alone, us, verdict
 
-from pytest_toolnexus import build
+from pytest_toolnexus import (
+    Cassette,
+    Headers,
+    Interaction,
+    RecordedRequest,
+    RecordedResponse,
+    build,
+)
+from pytest_toolnexus._store.bodies import EmptyBody, WebSocketBody
+from pytest_toolnexus._store.ws_frames import frame_doc
 
 PACE_GOAL_MS = 20.0
 PACE_ROUNDS = 5
@@ -44,6 +56,9 @@ PER_REQUEST_GOAL = 2.0
 FIRST_BYTE_GOAL_MS = 1.0
 FIRST_BYTES = 60
 LAUNCH_GOAL_MS = 300.0
+FRAME_DELTAS = 40
+FRAME_GAP_MS = 25.0
+ASK_AT_MS = 20.0
 BLOCKS = 15
 PER_BLOCK = 100
 LAUNCHES = 5
@@ -198,6 +213,46 @@ def _delta_arrivals(base: str, path: str) -> list[float]:
             seen += chunk
             found = len(_DELTA.findall(seen))
             arrivals += [now() - start] * (found - len(arrivals))
+    return arrivals
+
+
+def _realtime_cassette(path: Path) -> list[float]:
+    """A recorded Realtime session: ``session.created``, the client's ``response.create`` at
+    20 ms, then the reply's deltas and ``response.done``; returns each server frame's recorded
+    time in seconds since the handshake was sent."""
+
+    def server(t: float, kind: str, **fields: object) -> dict[str, object]:
+        return frame_doc(t, "server", json.dumps({"type": kind, **fields}, separators=(",", ":")))
+
+    frames = [server(1.0, "session.created", session={"type": "realtime"})]
+    frames.append(frame_doc(ASK_AT_MS, "client", '{"type":"response.create"}'))
+    times = [1.0 + FRAME_GAP_MS * (n + 4) for n in range(FRAME_DELTAS + 1)]
+    frames += [
+        server(t, "response.output_text.delta", delta=f"w{n} ") for n, t in enumerate(times[:-1])
+    ]
+    frames.append(server(times[-1], "response.done", response={"status": "completed"}))
+    request = RecordedRequest("GET", "wss://api.openai.com/v1/realtime", Headers(), EmptyBody())
+    headers = Headers([("Upgrade", "websocket")])
+    response = RecordedResponse(101, headers, WebSocketBody(frames), 1.0, times[-1])
+    Cassette(path, [Interaction(request, response)]).save()
+    return [1.0 / 1000, *(t / 1000 for t in times)]
+
+
+def _frame_arrivals(url: str) -> list[float]:
+    """Seconds from opening the WebSocket to each server frame, the client asking for the
+    reply as soon as the session is created, as the recorded client did 19 ms later."""
+    from websockets.sync.client import connect
+
+    arrivals: list[float] = []
+    start = now()
+    with connect(url) as ws:
+        for message in ws:
+            arrivals.append(now() - start)
+            kind = json.loads(message)["type"]
+            if kind == "session.created":
+                ws.send('{"type":"response.create"}')
+            elif kind == "response.done":
+                break
     return arrivals
 
 
@@ -385,6 +440,42 @@ def run(work: Path) -> tuple[list[Table], object]:
         "least lateness; a negative one would be a delta sent early)"
     )
 
+    frames = Table(
+        "11e. serve: a realtime session's server frames at their recorded offsets, in real "
+        "timing (issues 21, 22)",
+        ["frames", "median ms late", "most ms late", "earliest", "goal", "verdict"],
+    )
+    session = work / "realtime" / "talk.msgpack"
+    frame_due = _realtime_cassette(session)
+    process, url, _ = _start([*serve[:-2], "--allow-repeats", str(session)])
+    ws_url = url.replace("http://", "ws://", 1) + "/c/talk/v1/realtime"
+    frame_late: list[float] = []
+    try:
+        _frame_arrivals(ws_url)  # warm-up
+        for _ in range(PACE_ROUNDS):
+            got = _frame_arrivals(ws_url)
+            assert len(got) == len(frame_due), (got, frame_due)
+            frame_late += [g - d for g, d in zip(got, frame_due, strict=True)]
+    finally:
+        _stop(process)
+    most_frame = max(frame_late) * 1000
+    frames.add(
+        f"{len(frame_late)}",
+        f"{median(frame_late) * 1000:.2f}",
+        f"{most_frame:.2f}",
+        f"{min(frame_late) * 1000:+.2f}",
+        f"each <= {PACE_GOAL_MS:.0f} ms",
+        verdict(most_frame <= PACE_GOAL_MS and min(frame_late) >= -0.001),
+    )
+    frames.note(
+        f"{PACE_ROUNDS} sessions of {len(frame_due)} server frames (session.created, then "
+        f"{FRAME_DELTAS} deltas {FRAME_GAP_MS:.0f} ms apart and response.done, answering the "
+        "client's response.create), from `serve` in real timing to websockets' sync client; "
+        "each frame timed from the moment the client opened the connection, against its "
+        "recorded time since the handshake (the client asks before the recorded client did, "
+        "so every answer is due at its recorded time)"
+    )
+
     proxy_table = Table(
         "11c. record: the first event of a stream through the recording proxy (issue 22)",
         ["path", "ms to first event", "later than direct", "goal", "verdict"],
@@ -443,7 +534,7 @@ def run(work: Path) -> tuple[list[Table], object]:
         "client's pool does); the bare aiohttp proxy forwards with aiohttp's server and client "
         "and records nothing: what any proxy on that stack pays"
     )
-    return [per_request, launch, proxy_table, pace], None
+    return [per_request, launch, proxy_table, pace, frames], None
 
 
 if __name__ == "__main__":
