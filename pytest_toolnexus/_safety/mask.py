@@ -86,13 +86,16 @@ HEADER_TOKEN: Final = re.compile(
     # Kubernetes' WebSocket subprotocol ``base64url.bearer.authorization.k8s.io.<token>``.
     r"(?P<keep>\b[Bb][Ee][Aa][Rr][Ee][Rr]\s+)[A-Za-z0-9._~+/-]{16,}=*"
     r"|(?P<dotted>\b[Bb][Ee][Aa][Rr][Ee][Rr]\.(?:authorization\.k8s\.io\.)?)[A-Za-z0-9_-]{16,}=*"
+    # The key a browser or Node client of OpenAI's Realtime API offers as a WebSocket
+    # subprotocol, ``openai-insecure-api-key.<key>`` (an API key, or an ephemeral ``ek_`` one).
+    r"|(?P<offered>\bopenai-insecure-api-key\.)[A-Za-z0-9_-]{8,}"
     # A JSON Web Token, plain or base64url-encoded once more (``eyJ`` reads ``ZXlK``).
     r"|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"
     r"|\bZXlK[A-Za-z0-9_-]{24,}=*"
 )
 """A token inside the value of any header, whatever its name: the part after ``keep`` is
-masked before a write, as a credential header's whole value is; ``keep`` or ``dotted`` is
-the scheme, kept."""
+masked before a write, as a credential header's whole value is; ``keep``, ``dotted`` or
+``offered`` is the scheme, kept."""
 
 CREDENTIAL_QUERY_PARAMS: Final = frozenset(
     {

@@ -32,7 +32,8 @@ REDACTED: Final = "REDACTED"
 def redact_headers(headers: Headers) -> Headers:
     """A copy with every credential header's value replaced by ``REDACTED``, and every
     bearer token or JSON Web Token inside any other header's value too (:data:`HEADER_TOKEN`:
-    ``Sec-WebSocket-Protocol: base64url.bearer.authorization.k8s.io.REDACTED``)."""
+    ``Sec-WebSocket-Protocol: base64url.bearer.authorization.k8s.io.REDACTED``, and the key
+    OpenAI's Realtime API takes there: ``openai-insecure-api-key.REDACTED``)."""
     pairs = headers.multi_items()
     if not any(
         name.lower() in CREDENTIAL_HEADERS or _may_hold_token(value) for name, value in pairs
@@ -48,16 +49,21 @@ def redact_headers(headers: Headers) -> Headers:
 
 def _may_hold_token(value: str) -> bool:
     # A cheap test first: most headers hold no token, and this runs for every request.
-    return ("earer" in value or "EARER" in value or "eyJ" in value or "ZXlK" in value) and (
-        HEADER_TOKEN.search(value) is not None
-    )
+    return (
+        "earer" in value
+        or "EARER" in value
+        or "eyJ" in value
+        or "ZXlK" in value
+        or "insecure-api-key" in value
+    ) and HEADER_TOKEN.search(value) is not None
 
 
 def _tokens_masked(value: str) -> str:
     if not _may_hold_token(value):
         return value
     return HEADER_TOKEN.sub(
-        lambda m: f"{m.group('keep') or m.group('dotted') or ''}{REDACTED}", value
+        lambda m: f"{m.group('keep') or m.group('dotted') or m.group('offered') or ''}{REDACTED}",
+        value,
     )
 
 
