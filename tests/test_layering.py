@@ -356,7 +356,7 @@ def test_only_compat_live_and_bridge_import_httpx():
 OTHER_HTTP = {"aiohttp", "multidict", "yarl", "requests", "urllib3", "botocore", "boto3"}
 SERVER = (
     *("_serve.app", "_serve.answer", "_serve.control", "_serve.proxy", "_serve.upstream"),
-    *("_serve.websocket", "_serve.recorded_websocket"),
+    *("_serve.websocket", "_serve.recorded_websocket", "_serve.sockets"),
 )
 
 

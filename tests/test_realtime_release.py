@@ -133,3 +133,73 @@ def test_work_another_task_has_ready_runs_before_the_next_frame_moves_time(sessi
         ("frame 3", 0.04),
         ("closed", 0.05),
     ]
+
+
+async def _never(handshake):
+    raise AssertionError("a replay opens no connection")
+
+
+def test_on_real_time_a_close_ends_a_reader_waiting_out_a_long_gap(tmp_path):
+    # timing="real": the next frame is due 30 s after the handshake; the connection is closed
+    # from another task 0.1 s in, and the waiting reader hears of it at once.
+    frames = [frame_doc(30_000.0, "server", json.dumps({"n": 0}))]
+    request = RecordedRequest("GET", URL, Headers(), EmptyBody())
+    response = RecordedResponse(
+        101, Headers([("Upgrade", "websocket")]), WebSocketBody(frames), 2.0, 30_000.0
+    )
+    path = tmp_path / "gap.msgpack"
+    Cassette(path, [Interaction(request, response)]).save()
+
+    async def main():
+        async with CassetteSession(path, timing="real", on_unused="ignore") as session:
+            connection = await realtime_of(session).aconnect(Handshake(URL), _never)
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+
+            async def close_soon():
+                await asyncio.sleep(0.1)
+                await connection.close()
+
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(close_soon())
+                with pytest.raises(DuplexClosed) as closed:
+                    await connection.recv()
+            return closed.value, loop.time() - started
+
+    closed, took = asyncio.run(main())
+
+    assert closed.by == "client"
+    assert took < 5  # not the 30 s gap
+
+
+def test_a_released_connection_is_forgotten_and_gives_what_it_left(session_path):
+    # What serve does after each connection, so a server replaying one session again and
+    # again (allow_repeats) keeps none of their frames.
+    async def main():
+        async with CassetteSession(
+            session_path, timing="instant", allow_repeats=True, on_unused="ignore"
+        ) as session:
+            hub = realtime_of(session)
+            left = []
+            for _ in range(3):
+                connection = await hub.aconnect(Handshake(URL), _never)
+                await connection.recv()  # one frame of four read
+                await connection.close()
+                assert len(session.websockets) == 1
+                left.append(hub.release(connection.playback))
+            return left, session.websockets, hub.leftovers()
+
+    left, logs, still = asyncio.run(main())
+
+    assert (
+        left
+        == [
+            [
+                f"WebSocket {URL}: 3 recorded server frame(s) were never read (the first: "
+                '{"n": 1} at 20.0 ms)'
+            ]
+        ]
+        * 3
+    )
+    assert logs == []
+    assert still == []

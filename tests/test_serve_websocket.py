@@ -385,3 +385,195 @@ async def test_record_answers_502_when_the_upstream_cannot_be_reached(tmp_path: 
     assert failed.value.response.status_code == 502
     assert b"toolnexus_upstream" in failed.value.response.body
     assert "127.0.0.1:9" in err
+
+
+# -- the edges: clients that leave, servers that stop, closes without a code ----------------
+
+
+def _no_traceback(err: str) -> None:
+    assert "Traceback" not in err, err
+    assert "Error handling request" not in err, err
+
+
+@pytest.mark.asyncio
+async def test_a_client_that_gives_up_during_the_handshake_leaves_no_traceback(served: Served):
+    _ask_faults(served, {"kind": "ws_slow_handshake", "seconds": 1.0})
+
+    with pytest.raises(TimeoutError):
+        async with ws_client.connect(_ws_url(served), open_timeout=0.3):
+            pass
+    await asyncio.sleep(1.2)  # the handshake's answer comes, to nobody
+
+    _reset(served)
+    _, events, _, code = await _talk(_ws_url(served))  # the server serves on
+    assert events == SERVER_EVENTS
+    assert code == 1000
+    _no_traceback(served.stop()[1])
+
+
+@pytest.mark.asyncio
+async def test_a_client_that_closes_in_a_long_gap_ends_its_connection_at_once(tmp_path: Path):
+    # The answer to the turn comes 30 s after it was asked for; the client leaves before.
+    late = [
+        {**f, "t": f["t"] + 30_000.0} if f["from"] == "server" and f["t"] > 700 else f
+        for f in rc.FRAMES
+    ]
+    folder = tmp_path / "cassettes"
+    rc.write(folder / "slow.msgpack", frames=late)
+    with serving([folder]) as served:
+        async with ws_client.connect(_ws_url(served, name="slow")) as ws:
+            assert json.loads(await ws.recv())["type"] == "session.created"
+            await ws.send(json.dumps({"type": "session.update", "session": rc.SESSION}))
+            assert json.loads(await ws.recv())["type"] == "session.updated"
+            await ws.send(json.dumps({"type": "conversation.item.create", "item": rc.ITEM}))
+            await ws.send(json.dumps({"type": "response.create"}))
+            assert json.loads(await ws.recv())["type"] == "conversation.item.added"
+        began = wall()
+        # What the client left is reported once the connection's handler is done: at once,
+        # not after the 30 s the next frame would have waited.
+        report: dict[str, Any] = {}
+        while not report.get("websocket_leftovers"):
+            assert wall() - began < 5, "the connection's handler outlived its client"
+            await asyncio.sleep(0.05)
+            answer = httpx.get(f"{served.url}/_toolnexus/report", params={"cassette": "slow"})
+            report = answer.json()
+
+    assert "8 recorded server frame(s) were never read" in report["websocket_leftovers"][0]
+
+
+@pytest.mark.asyncio
+async def test_a_reset_while_a_connection_is_open_keeps_its_miss_out_of_the_new_state(
+    served: Served,
+):
+    async with ws_client.connect(_ws_url(served)) as ws:
+        assert json.loads(await ws.recv())["type"] == "session.created"
+        _reset(served)
+        await ws.send(json.dumps({"type": "session.update", "session": {"voice": "ballad"}}))
+        with pytest.raises(ConnectionClosed) as closed:
+            await ws.recv()
+
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == MISS_CLOSE_CODE
+    assert _report(served)["misses"] == []  # the reset's state: played from the start
+
+
+def test_a_plain_get_to_a_websocket_session_says_to_connect_with_a_websocket_client(
+    served: Served,
+):
+    answer = httpx.get(f"{served.url}/c/{NAME}{PATH}")
+
+    assert answer.status_code == 490
+    error = answer.json()["error"]
+    assert error["type"] == "toolnexus_websocket_session"
+    assert "Connect to the ws:// form of this URL" in error["message"]
+
+
+@pytest.mark.asyncio
+async def test_serve_stopping_closes_an_open_websocket_with_going_away(served: Served):
+    async with ws_client.connect(_ws_url(served)) as ws:
+        assert json.loads(await ws.recv())["type"] == "session.created"
+        code, err = await asyncio.to_thread(served.stop)
+        with pytest.raises(ConnectionClosed) as closed:
+            await ws.recv()
+
+    assert code == 0
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1001
+    _no_traceback(err)
+
+
+@pytest.mark.asyncio
+async def test_a_recorded_close_without_a_code_reaches_the_client_as_a_normal_close(
+    tmp_path: Path,
+):
+    frames = [*rc.FRAMES[:-1], {"t": 1001.0, "from": "server", "kind": "close"}]
+    folder = tmp_path / "cassettes"
+    rc.write(folder / "bare.msgpack", frames=frames)
+    with serving([folder]) as served:
+        _, events, _, code = await _talk(_ws_url(served, name="bare"))
+
+    assert events == SERVER_EVENTS
+    assert code == 1000  # not a protocol error: a close frame may not carry 1005
+
+
+@pytest.mark.asyncio
+async def test_record_hands_the_client_s_close_on_with_its_reason_and_a_drop_as_going_away(
+    upstream: int, tmp_path: Path
+):
+    out = tmp_path / "closes.msgpack"
+    proxy = start_record(f"http://127.0.0.1:{upstream}", out)
+    through = proxy.url.replace("http://", "ws://", 1) + PATH
+    try:
+        async with ws_client.connect(through) as ws:
+            assert json.loads(await ws.recv())["type"] == "session.created"
+            await ws.close(4001, "user hung up")
+        async with ws_client.connect(through) as ws:
+            assert json.loads(await ws.recv())["type"] == "session.created"
+            ws.transport.abort()  # gone without a close frame
+        await asyncio.sleep(0.2)
+    finally:
+        code, err = proxy.stop()
+
+    assert code == 0
+    _no_traceback(err)
+    closes = [
+        [
+            (f.get("code"), f.get("reason", ""))
+            for f in i.response.body.frames
+            if f["kind"] == "close"
+        ]
+        for i in load_cassette(out).interactions
+        if i.response is not None
+    ]
+    assert closes[0][0] == (4001, "user hung up")
+    assert closes[1][0] == (1001, "")  # the upstream was told the client went away
+
+
+@pytest.mark.asyncio
+async def test_record_redacts_the_realtime_key_offered_as_a_subprotocol(
+    upstream: int, tmp_path: Path
+):
+    key = "sk-proj-" + "Zq8" * 16
+    offered = ["realtime", f"openai-insecure-api-key.{key}", "openai-beta.realtime-v1"]
+    out = tmp_path / "offered.msgpack"
+    proxy = start_record(f"http://127.0.0.1:{upstream}", out)
+    try:
+        async with ws_client.connect(
+            proxy.url.replace("http://", "ws://", 1) + PATH, subprotocols=offered
+        ) as ws:
+            assert json.loads(await ws.recv())["type"] == "session.created"
+    finally:
+        code, err = proxy.stop()
+
+    assert code == 0, err  # written, not refused by the secret scan
+    assert key.encode() not in out.read_bytes()
+    (interaction,) = load_cassette(out).interactions
+    assert "openai-insecure-api-key.REDACTED" in interaction.request.headers.get(
+        "sec-websocket-protocol", ""
+    )
+
+
+@pytest.mark.asyncio
+async def test_record_answers_502_for_an_upstream_whose_101_is_broken(tmp_path: Path):
+    broken = (
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Accept: not-the-right-digest\r\n\r\n"
+    )
+    port, stop = fake_realtime.start_raw(broken)
+    out = tmp_path / "broken.msgpack"
+    try:
+        proxy = start_record(f"http://127.0.0.1:{port}", out)
+        try:
+            with pytest.raises(InvalidStatus) as failed:
+                await _talk(proxy.url.replace("http://", "ws://", 1) + PATH)
+        finally:
+            code, err = proxy.stop()
+    finally:
+        stop()
+
+    assert failed.value.response.status_code == 502
+    assert code == 0
+    _no_traceback(err)
+    (interaction,) = load_cassette(out).interactions
+    assert interaction.response is None  # recorded as the failure it was, not as a session
+    assert interaction.error is not None

@@ -61,8 +61,9 @@ def refused_error(refused: DuplexRefused) -> WSServerHandshakeError:
 
 
 def seam_refusal(url: str, exc: WSServerHandshakeError) -> DuplexRefused:
-    """The seam's error for a handshake the live server refused, from aiohttp's, which keeps
-    the answer's status and headers but not its body (nor the headers that framed it)."""
+    """The seam's error for a handshake the live server refused (a status other than 101),
+    from aiohttp's, which keeps the answer's status and headers but not its body (nor the
+    headers that framed it)."""
     headers = Headers(list((exc.headers or {}).items()))
     framing = ("content-length", "content-encoding", "transfer-encoding")
     return DuplexRefused(url, exc.status, headers.without(*framing))
@@ -101,7 +102,8 @@ class AioLiveConnection:
             return bytes(message.data)
         if message.type == WSMsgType.CLOSE and not self._closing:
             reason = message.extra if isinstance(message.extra, str) else ""
-            raise DuplexClosed(int(message.data), reason, by="server")
+            # A close frame with no code reads as 0 in aiohttp; the protocol's name for it is 1005.
+            raise DuplexClosed(int(message.data) or 1005, reason, by="server")
         code = self._ws.close_code
         if message.type == WSMsgType.ERROR or code is None:
             raise DuplexClosed(ABNORMAL, by="server")

@@ -160,8 +160,10 @@ def _patch_aiohttp(hub: Realtime) -> Undo:
         async def live(_: Handshake) -> Any:
             try:
                 return AioLiveConnection(await original(self, url, **kwargs))
-            except WSServerHandshakeError as exc:  # recorded as the answer it was
-                raise seam_refusal(str(target), exc) from None
+            except WSServerHandshakeError as exc:
+                if exc.status == 101:  # accepted, then failed aiohttp's checks: no refusal
+                    raise
+                raise seam_refusal(str(target), exc) from None  # recorded as the answer it was
 
         try:
             return AioConnection(await hub.aconnect(handshake, live))

@@ -297,11 +297,22 @@ class Realtime:
         connection (not for a connection a fault changed, as for an HTTP answer)."""
         with self._lock:
             playbacks = [p for p in self._playbacks if not p.log.faults]
-        return [
-            f"WebSocket {playback.log.url}: {sentence}"
-            for playback in playbacks
-            for sentence in playback.leftovers()
-        ]
+        return [sentence for playback in playbacks for sentence in _left_by(playback)]
+
+    def release(self, playback: Playback) -> list[str]:
+        """Forget a replayed connection that has ended (its playback and its log of frames),
+        and give what it left, as :meth:`leftovers` would have: a server that replays one
+        recording again and again keeps none of them."""
+        with self._lock:
+            if playback in self._playbacks:
+                self._playbacks.remove(playback)
+            # By identity: a log is a dataclass, and two may hold equal frames.
+            self.connections[:] = [log for log in self.connections if log is not playback.log]
+        return [] if playback.log.faults else _left_by(playback)
+
+
+def _left_by(playback: Playback) -> list[str]:
+    return [f"WebSocket {playback.log.url}: {sentence}" for sentence in playback.leftovers()]
 
 
 _hubs: weakref.WeakKeyDictionary[object, Realtime] = weakref.WeakKeyDictionary()

@@ -18,6 +18,7 @@ import anyio
 
 from pytest_toolnexus._seam.duplex import Accepted, Message
 from pytest_toolnexus._seam.errors import ReplayError, expected_error
+from pytest_toolnexus._timing.clock import RealClock
 from pytest_toolnexus._timing.virtual import VirtualClock
 
 from .playback import END, Due, Playback
@@ -124,20 +125,41 @@ class AsyncReplayedConnection:
         playback = self._playback
         clock = playback.clock
         virtual = isinstance(clock, VirtualClock)
+        real = isinstance(clock, RealClock)
         while True:
             due = playback.next_due()
             if playback.closed is not None and not isinstance(due, Due):
                 raise playback.closed_error()
-            if isinstance(due, Due):
-                # Nothing else can come first: hand it over without a trip round the loop.
-                if not (virtual and clock.advance_alone(due.at)):  # type: ignore[attr-defined]
-                    await clock.await_until(due.at)
-                    if playback.next_due() != due:
-                        continue  # a close came while it waited
+            if not isinstance(due, Due):
+                await self._change()  # the frame it answers is not sent yet
+                continue
+            if real:
+                if playback.closed is not None:
+                    raise playback.closed_error()  # as take() would, without the wait
+                remaining = due.at - clock.now()
+                if remaining > 0:
+                    # A send or a close meanwhile ends the wait: a connection closed in a
+                    # long recorded gap (or a stall) does not wait it out.
+                    await self._change(remaining)
+                    continue
                 return playback.take(due)
-            if self._changed is None:
-                self._changed = anyio.Event()
-            await self._changed.wait()
+            # Nothing else can come first: hand it over without a trip round the loop.
+            if not (virtual and clock.advance_alone(due.at)):  # type: ignore[attr-defined]
+                await clock.await_until(due.at)
+                if playback.next_due() != due:
+                    continue  # a close came while it waited
+            return playback.take(due)
+
+    async def _change(self, timeout: float | None = None) -> None:
+        """Wait until this connection sends or closes, or ``timeout`` real seconds pass."""
+        if self._changed is None:
+            self._changed = anyio.Event()
+        changed = self._changed
+        if timeout is None:
+            await changed.wait()
+            return
+        with anyio.move_on_after(timeout):
+            await changed.wait()
 
     async def close(self, code: int = 1000, reason: str = "") -> None:
         self._playback.close(code, reason)

@@ -17,6 +17,7 @@ from multidict import CIMultiDict
 
 from pytest_toolnexus._safety.redact import redact_url
 from pytest_toolnexus._seam.bodies import decode_body, wire_body
+from pytest_toolnexus._seam.duplex import is_upgrade
 from pytest_toolnexus._seam.errors import (
     CassetteFormatError,
     CassetteMissError,
@@ -37,6 +38,7 @@ __all__ = [
     "addressed",
     "answer",
     "asks_websocket",
+    "cut",
     "miss_response",
     "respond",
     "seam_request",
@@ -158,8 +160,19 @@ async def answer(catalog: Catalog, request: web.Request) -> web.StreamResponse:
         log.info(
             "%s %s: %s, as recorded: closing the connection", request.method, redact_url(url), exc
         )
-        _break(request)
+        cut(request)
         raise web.HTTPServiceUnavailable() from None  # never sent: the transport is gone
+    if is_upgrade(response.status, response.headers):
+        if isinstance(response.body, AsyncByteStream):
+            await response.body.aclose()
+        message = (
+            f"{request.method} {redact_url(url)}: the recording is a WebSocket session, and this "
+            "request did not ask to open a WebSocket. Connect to the ws:// form of this URL with "
+            "a WebSocket client. The session now counts as played: POST /_toolnexus/reset "
+            "plays it again."
+        )
+        served.misses.append(message)
+        return miss_response("websocket_session", message, served.name)
     return await respond(request, response, url)
 
 
@@ -197,17 +210,17 @@ async def _stream(
         log.info(
             "%s %s: %s mid-body, as recorded: closing the connection", request.method, url, exc
         )
-        _break(request)
+        cut(request)
     except ReplayError as exc:
         # The recording's client stopped reading here, so nothing more was recorded: the
         # connection is cut where the recording ends (a client that reads on sees it cut;
         # an SDK stops at its end marker first). Said at info level: most clients never ask.
         log.info("%s %s: %s; closing the connection", request.method, url, exc)
-        _break(request)
+        cut(request)
     except ToolnexusError as exc:
         # A damaged piece: the status is sent, so the connection is cut, and the log says why.
         log.warning("%s %s: %s; closing the connection", request.method, url, exc)
-        _break(request)
+        cut(request)
     except ConnectionError:
         pass  # the client went away; the session counts what it read
     finally:
@@ -215,7 +228,8 @@ async def _stream(
     return out
 
 
-def _break(request: web.Request) -> None:
+def cut(request: web.Request) -> None:
+    """Break the client's connection (a failure at its time, as it broke live)."""
     transport = request.transport
     if transport is not None:
         transport.abort()

@@ -26,6 +26,7 @@ from pytest_toolnexus._seam.errors import CassetteError
 from .answer import answer, asks_websocket, log
 from .catalog import Catalog, ServeOptions
 from .control import PREFIX, control, report_of
+from .sockets import close_at_shutdown
 
 __all__ = ["base_url", "listen", "log_to", "make_app", "run", "serve_forever", "write_atomically"]
 
@@ -47,6 +48,7 @@ def make_app(catalog: Catalog) -> web.Application:
 
     app = web.Application(client_max_size=1 << 30)
     app[_CATALOG] = catalog
+    close_at_shutdown(app)
     app.router.add_route("*", "/{tail:.*}", handle)
     return app
 

@@ -13,15 +13,12 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal
+from typing import Final, Literal
 from urllib.parse import unquote, urlsplit
 
 from pytest_toolnexus._seam.errors import CassetteError, CassetteMissError
 from pytest_toolnexus._session.faults import Fault
 from pytest_toolnexus._session.session import CassetteSession
-
-if TYPE_CHECKING:
-    from pytest_toolnexus._realtime.hub import Realtime
 
 __all__ = ["Catalog", "CatalogError", "ServeOptions", "ServedCassette", "names_in"]
 
@@ -88,8 +85,9 @@ class ServedCassette:
     options: ServeOptions
     session: CassetteSession = field(init=False)
     misses: list[str] = field(default_factory=list)
-    realtime: Realtime | None = None
-    """The WebSocket side of the session, once a client opened a WebSocket on it."""
+    websocket_leftovers: list[str] = field(default_factory=list)
+    """What each WebSocket client left of the session it opened (unsent client frames,
+    unread server frames), once its connection ended."""
     faults: list[Fault] = field(default_factory=list)
     _origins: dict[str, str] = field(default_factory=dict)
     _origin: str = "http://localhost"
@@ -103,7 +101,7 @@ class ServedCassette:
         self.session = self.options.session(self.path)
         self.misses = []
         self.faults = []
-        self.realtime = None
+        self.websocket_leftovers = []
         origins: dict[str, str] = {}
         for interaction in self.session.interactions:
             split = urlsplit(interaction.request.url)

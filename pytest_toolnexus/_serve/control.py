@@ -64,7 +64,7 @@ def _report(served: ServedCassette) -> dict[str, Any]:
         ],
         # What WebSocket clients left of the sessions they opened: client frames never sent,
         # server frames never read (as pytest reports them at teardown).
-        "websocket_leftovers": [] if served.realtime is None else served.realtime.leftovers(),
+        "websocket_leftovers": list(served.websocket_leftovers),
     }
 
 

@@ -24,6 +24,7 @@ from pytest_toolnexus._session.session import CassetteSession
 
 from .answer import asks_websocket, respond, seam_request, upstream_failed
 from .app import listen, log_to
+from .sockets import close_at_shutdown
 from .upstream import Upstream
 
 __all__ = ["proxy_app", "record"]
@@ -50,6 +51,7 @@ def proxy_app(session: CassetteSession, live: Upstream, upstream: str) -> web.Ap
         return await respond(request, response, url)
 
     app = web.Application(client_max_size=1 << 30)
+    close_at_shutdown(app)
     app.router.add_route("*", "/{tail:.*}", handle)
     return app
 

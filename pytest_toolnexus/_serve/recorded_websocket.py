@@ -41,6 +41,11 @@ async def record_websocket(
         return refusal(refused)
     except TransportError as exc:
         return upstream_failed(request, url, exc)
-    ws = await accept(request, connection)
-    await relay(ws, connection, request, redact_url(url))
-    return ws
+    try:
+        ws = await accept(request, connection)
+        if ws is not None:
+            await relay(ws, connection, request, redact_url(url))
+    finally:
+        # The upstream's side closed too, whatever ended this one (nothing if it is already).
+        await connection.close(1001, "")
+    return ws if ws is not None else web.Response(status=499)

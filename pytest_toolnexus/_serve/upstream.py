@@ -119,6 +119,8 @@ class Upstream:
                 max_msg_size=0,
             )
         except aiohttp.WSServerHandshakeError as exc:
+            if exc.status == 101:  # accepted, then failed aiohttp's checks (Sec-WebSocket-Accept)
+                raise seam_error(exc) from exc
             raise seam_refusal(handshake.url, exc) from None
         except aiohttp.ClientError as exc:
             raise seam_error(exc) from exc

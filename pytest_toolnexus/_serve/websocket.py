@@ -27,6 +27,7 @@ from aiohttp import WSMsgType, web
 from multidict import CIMultiDict
 
 from pytest_toolnexus._realtime.hub import realtime_of
+from pytest_toolnexus._realtime.replay import AsyncReplayedConnection
 from pytest_toolnexus._safety.redact import redact_url
 from pytest_toolnexus._seam.duplex import (
     ABNORMAL,
@@ -35,11 +36,17 @@ from pytest_toolnexus._seam.duplex import (
     DuplexRefused,
     Handshake,
 )
-from pytest_toolnexus._seam.errors import CassetteFormatError, CassetteMissError, ReplayError
+from pytest_toolnexus._seam.errors import (
+    CassetteFormatError,
+    CassetteMissError,
+    ReplayError,
+    TransportError,
+)
 from pytest_toolnexus._seam.headers import Headers
 
-from .answer import HOP, addressed, log, miss_response
+from .answer import HOP, addressed, cut, log, miss_response
 from .catalog import Catalog
+from .sockets import opened
 
 __all__ = [
     "MISS_CLOSE_CODE",
@@ -97,7 +104,10 @@ async def answer_websocket(catalog: Catalog, request: web.Request) -> web.Stream
         return found
     served, url = found
     anyio.Event()  # anyio's asyncio backend loaded now, before any frame's time counts
-    hub = served.realtime = realtime_of(served.session)
+    hub = realtime_of(served.session)
+    # The lists as they are now: a reset while the connection is open starts new ones, which
+    # this connection's misses and leftovers do not belong in.
+    misses, leftovers = served.misses, served.websocket_leftovers
     try:
         connection = await hub.aconnect(client_handshake(request, url), _refuse_live)
     except CassetteMissError as miss:
@@ -109,12 +119,24 @@ async def answer_websocket(catalog: Catalog, request: web.Request) -> web.Stream
         )
         return refusal(refused)
     except (CassetteFormatError, ReplayError) as exc:
-        served.misses.append(str(exc))
-        kind = "damaged" if isinstance(exc, CassetteFormatError) else "not_a_websocket"
+        misses.append(str(exc))
+        kind = "damaged" if isinstance(exc, CassetteFormatError) else "replay"
         return miss_response(kind, str(exc), served.name)
-    ws = await accept(request, connection)
-    await relay(ws, connection, request, redact_url(url), served.missed)
-    return ws
+    except TransportError as exc:
+        # The handshake failed when it was recorded (or a fault makes it fail): the
+        # connection breaks now, as it broke then.
+        log.info("GET %s: %s, as recorded: closing the connection", redact_url(url), exc)
+        cut(request)
+        raise web.HTTPServiceUnavailable() from None  # never sent: the transport is gone
+    assert isinstance(connection, AsyncReplayedConnection)
+    try:
+        ws = await accept(request, connection)
+        if ws is not None:
+            await relay(ws, connection, request, redact_url(url), lambda m: misses.append(str(m)))
+    finally:
+        await connection.close(1001, "")  # nothing if it is closed already
+        leftovers += hub.release(connection.playback)
+    return ws if ws is not None else web.Response(status=499)
 
 
 def refusal(refused: DuplexRefused) -> web.Response:
@@ -123,9 +145,12 @@ def refusal(refused: DuplexRefused) -> web.Response:
     return web.Response(status=refused.status, headers=headers, body=refused.body)
 
 
-async def accept(request: web.Request, connection: AsyncDuplexConnection) -> web.WebSocketResponse:
+async def accept(
+    request: web.Request, connection: AsyncDuplexConnection
+) -> web.WebSocketResponse | None:
     """Complete the client's upgrade as ``connection``'s handshake was answered: its
-    subprotocol, and its headers but those of the one connection."""
+    subprotocol, and its headers but those of the one connection. None when the client is
+    gone already (it gave up waiting for the handshake)."""
     accepted = connection.accepted
     ws = web.WebSocketResponse(
         protocols=(accepted.subprotocol,) if accepted.subprotocol else (),
@@ -134,7 +159,12 @@ async def accept(request: web.Request, connection: AsyncDuplexConnection) -> web
     for name, value in accepted.headers.multi_items():
         if name.lower() not in HOP and not name.lower().startswith("sec-websocket-"):
             ws.headers.add(name, value)
-    await ws.prepare(request)
+    try:
+        await ws.prepare(request)
+    except ConnectionError:
+        log.info("GET %s: the client left before the handshake was answered", request.path)
+        return None
+    opened(request, ws)
     return ws
 
 
@@ -163,29 +193,45 @@ async def _client_frames(
     connection: AsyncDuplexConnection,
     missed: Callable[[CassetteMissError], None] | None,
 ) -> None:
-    """Hand each client frame to the replay until the client closes, or sends a frame the
-    recording does not expect."""
-    async for message in ws:
-        if message.type not in (WSMsgType.TEXT, WSMsgType.BINARY):
-            continue  # an error on the connection: aiohttp ends the iteration next
-        try:
-            await connection.send(message.data)
-        except DuplexClosed:
-            return  # the server's side closed first; its close frame is on its way
-        except CassetteMissError as miss:
-            if missed is None:
-                raise
-            missed(miss)
-            log.warning("%s", miss)
-            reason = f"toolnexus: a frame the recording does not expect; see {_REPORT}"
-            await connection.close(MISS_CLOSE_CODE, reason)
-            await ws.close(code=MISS_CLOSE_CODE, message=_clipped(reason))
+    """Hand each client frame on until the client closes (its code and reason handed on too),
+    goes away, or sends a frame the recording does not expect."""
+    while True:
+        message = await ws.receive()
+        if message.type in (WSMsgType.TEXT, WSMsgType.BINARY):
+            try:
+                await connection.send(message.data)
+            except DuplexClosed:
+                return  # the server's side closed first; its close frame is on its way
+            except CassetteMissError as miss:
+                if missed is None:
+                    raise
+                missed(miss)
+                log.warning("%s", miss)
+                reason = f"toolnexus: a frame the recording does not expect; see {_REPORT}"
+                await connection.close(MISS_CLOSE_CODE, reason)
+                await ws.close(code=MISS_CLOSE_CODE, message=_clipped(reason))
+                return
+        elif message.type == WSMsgType.CLOSE:
+            reason = message.extra if isinstance(message.extra, str) else ""
+            await connection.close(_sendable(message.data, ws.close_code), reason)
             return
-    # The client closed (or went away): the replay notes its close frame at this time.
-    await connection.close(ws.close_code or ABNORMAL, "")
+        elif message.type in (WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
+            # The server's side is closing it, or the client went away without a close frame:
+            # the other side hears it as going away (1006 may not be sent).
+            await connection.close(1001, "")
+            return
 
 
 _REPORT: Final = "GET /_toolnexus/report"
+
+
+def _sendable(code: object, fallback: int | None) -> int:
+    """The close code to hand on for one the client sent: 1000 for none (1005), since a
+    close frame may not carry 1005, 1006 or 1015."""
+    found = code if isinstance(code, int) and code else fallback
+    if found is None or found in (1005, 1006, 1015):
+        return 1000
+    return found
 
 
 async def _server_frames(
@@ -205,11 +251,9 @@ async def _server_frames(
                 return
             if closed.code == ABNORMAL:
                 log.info("GET %s: the connection dropped here, as recorded: cutting it", url)
-                transport = request.transport
-                if transport is not None:
-                    transport.abort()
+                cut(request)
                 return
-            await ws.close(code=closed.code, message=_clipped(closed.reason))
+            await ws.close(code=_sendable(closed.code, None), message=_clipped(closed.reason))
             return
         try:
             if isinstance(message, str):

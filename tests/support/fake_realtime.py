@@ -172,6 +172,52 @@ def start_refusing(status, port=0):
     return _start(_session, port, process_request=refuse)
 
 
+def start_slow(seconds, port=0):
+    """Start the server, each handshake answered ``seconds`` late; returns ``(port, stop)``."""
+
+    async def late(connection, request):
+        await asyncio.sleep(seconds)
+
+    return _start(_session, port, process_request=late)
+
+
+def start_raw(answer, port=0):
+    """Start a loopback TCP server that reads a request's head and writes ``answer`` (bytes)
+    back, then holds the connection until the client closes it: a server that breaks the
+    protocol in a way no WebSocket library would. Returns ``(port, stop)``."""
+    ready = threading.Event()
+    box = {}
+
+    async def serve_one(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(answer)
+        await writer.drain()
+        await reader.read()
+        writer.close()
+
+    async def main():
+        box["stop"] = asyncio.Event()
+        server = await asyncio.start_server(serve_one, "127.0.0.1", port)
+        box["port"] = server.sockets[0].getsockname()[1]
+        ready.set()
+        async with server:
+            await box["stop"].wait()
+
+    def run():
+        box["loop"] = asyncio.new_event_loop()
+        box["loop"].run_until_complete(main())
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    ready.wait(10)
+
+    def stop():
+        box["loop"].call_soon_threadsafe(box["stop"].set)
+        thread.join(10)
+
+    return box["port"], stop
+
+
 def _start(handler, port, **options):
     ready = threading.Event()
     box = {}
