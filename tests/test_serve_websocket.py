@@ -577,3 +577,31 @@ async def test_record_answers_502_for_an_upstream_whose_101_is_broken(tmp_path: 
     (interaction,) = load_cassette(out).interactions
     assert interaction.response is None  # recorded as the failure it was, not as a session
     assert interaction.error is not None
+
+
+@pytest.mark.asyncio
+async def test_record_closes_the_upstream_of_a_client_that_gave_up_during_the_handshake(
+    tmp_path: Path,
+):
+    port, stop = fake_realtime.start_slow(1.0)
+    out = tmp_path / "gave-up.msgpack"
+    try:
+        proxy = start_record(f"http://127.0.0.1:{port}", out)
+        try:
+            with pytest.raises(TimeoutError):
+                async with ws_client.connect(
+                    proxy.url.replace("http://", "ws://", 1) + PATH, open_timeout=0.3
+                ):
+                    pass
+            await asyncio.sleep(1.5)  # the upstream's answer comes, to nobody
+        finally:
+            code, err = proxy.stop()
+    finally:
+        stop()
+
+    assert code == 0
+    _no_traceback(err)
+    (interaction,) = load_cassette(out).interactions
+    assert interaction.response is not None
+    closes = [f for f in interaction.response.body.frames if f["kind"] == "close"]
+    assert (closes[0]["from"], closes[0]["code"]) == ("client", 1001)  # closed, not left open
