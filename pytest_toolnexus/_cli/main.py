@@ -273,6 +273,7 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--speed", type=_speed, default=1.0, metavar="X", help="divide recorded offsets by X"
     )
     serve.add_argument("--url-file", type=Path, metavar="F", help="also write the base URL to F")
+    _add_tls(serve)
     serve.add_argument(
         "--report-file",
         type=Path,
@@ -315,6 +316,7 @@ def _add_record(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     record.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
     record.add_argument("--url-file", type=Path, metavar="F", help="also write the base URL to F")
+    _add_tls(record)
     record.add_argument(
         "--allow-secret",
         action="append",
@@ -322,6 +324,29 @@ def _add_record(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         metavar="VALUE",
         help="a known fake value that is not a secret (repeatable)",
     )
+
+
+def _add_tls(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--tls-cert",
+        type=Path,
+        metavar="PEM",
+        help="answer HTTPS and WSS with this certificate (chain), for clients that insist on "
+        "TLS (google-genai's Live, the openai npm package's Realtime); needs --tls-key",
+    )
+    command.add_argument(
+        "--tls-key", type=Path, metavar="PEM", help="the private key of --tls-cert"
+    )
+
+
+def _tls(args: argparse.Namespace) -> tuple[Path, Path] | None:
+    """The certificate and key given, or None; exits 2 when only one of them is."""
+    if args.tls_cert is None and args.tls_key is None:
+        return None
+    if args.tls_cert is None or args.tls_key is None:
+        print("error: --tls-cert and --tls-key go together: give both", file=sys.stderr)
+        raise SystemExit(2)
+    return args.tls_cert, args.tls_key
 
 
 def _speed(text: str) -> float:
@@ -470,6 +495,7 @@ def _serve(args: argparse.Namespace) -> int:
         port=args.port,
         url_file=args.url_file,
         report_file=args.report_file,
+        tls=_tls(args),
     )
 
 
@@ -490,6 +516,7 @@ def _record(args: argparse.Namespace) -> int:
         port=args.port,
         url_file=args.url_file,
         allow_secrets=args.allow_secret,
+        tls=_tls(args),
     )
 
 

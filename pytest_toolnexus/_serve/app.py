@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import signal
+import ssl
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -28,7 +29,17 @@ from .catalog import Catalog, ServeOptions
 from .control import PREFIX, control, report_of
 from .sockets import close_at_shutdown
 
-__all__ = ["base_url", "listen", "log_to", "make_app", "run", "serve_forever", "write_atomically"]
+__all__ = [
+    "TLSFilesError",
+    "base_url",
+    "listen",
+    "log_to",
+    "make_app",
+    "run",
+    "serve_forever",
+    "server_tls",
+    "write_atomically",
+]
 
 _CATALOG = web.AppKey("catalog", Catalog)
 
@@ -53,8 +64,28 @@ def make_app(catalog: Catalog) -> web.Application:
     return app
 
 
-def base_url(host: str, port: int) -> str:
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+def base_url(host: str, port: int, *, tls: bool = False) -> str:
+    scheme = "https" if tls else "http"
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+
+def server_tls(cert: Path, key: Path) -> ssl.SSLContext:
+    """The TLS context a server answers with, from a certificate chain and its private key
+    (PEM files). Raises :class:`TLSFilesError`, saying which file and why, when they do not
+    load."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise TLSFilesError(
+            f"cannot load --tls-cert {cert} with --tls-key {key}: {exc}. Give a PEM certificate "
+            "(chain) for the address the clients connect to and its private key"
+        ) from None
+    return context
+
+
+class TLSFilesError(Exception):
+    """The certificate or key given for TLS cannot be loaded."""
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -77,9 +108,11 @@ async def listen(
     url_file: Path | None,
     out: TextIO,
     stop: asyncio.Event | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> None:
     """Serve ``app`` until SIGINT or SIGTERM (or ``stop``), then close every connection and
-    return. The base URL is printed on one line once it listens, and written to ``url_file``."""
+    return. The base URL is printed on one line once it listens, and written to ``url_file``.
+    With ``tls``, it answers HTTPS (and WSS) only."""
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     signals = (signal.SIGINT, signal.SIGTERM)
@@ -88,9 +121,9 @@ async def listen(
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port, backlog=4096, shutdown_timeout=1.0)
+        site = web.TCPSite(runner, host, port, backlog=4096, shutdown_timeout=1.0, ssl_context=tls)
         await site.start()
-        url = base_url(host, runner.addresses[0][1])
+        url = base_url(host, runner.addresses[0][1], tls=tls is not None)
         if url_file is not None:
             write_atomically(url_file, url + "\n")
         print(url, file=out, flush=True)
@@ -110,11 +143,13 @@ async def serve_forever(
     out: TextIO,
     report_file: Path | None = None,
     stop: asyncio.Event | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> None:
     """Serve ``catalog`` until a signal, then write the report (``GET /_toolnexus/report``'s)
     to ``report_file`` when one is given."""
     try:
-        await listen(make_app(catalog), host=host, port=port, url_file=url_file, out=out, stop=stop)
+        app = make_app(catalog)
+        await listen(app, host=host, port=port, url_file=url_file, out=out, stop=stop, tls=tls)
     finally:
         if report_file is not None:
             write_atomically(report_file, json.dumps(report_of(catalog), indent=1) + "\n")
@@ -137,21 +172,30 @@ def run(
     port: int = 0,
     url_file: Path | None = None,
     report_file: Path | None = None,
+    tls: tuple[Path, Path] | None = None,
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
 ) -> int:
-    """The ``serve`` command: 0 after a clean shutdown, 2 when a cassette cannot be served."""
+    """The ``serve`` command: 0 after a clean shutdown, 2 when a cassette cannot be served.
+    ``tls`` (a certificate chain and its key) makes it answer HTTPS and WSS."""
     log_to(err)
     catalog = Catalog(options)
     try:
+        context = None if tls is None else server_tls(*tls)
         catalog.load(paths)
-    except CassetteError as exc:
+    except (CassetteError, TLSFilesError) as exc:
         print(f"error: {exc}", file=err)
         return 2
     try:
         asyncio.run(
             serve_forever(
-                catalog, host=host, port=port, url_file=url_file, report_file=report_file, out=out
+                catalog,
+                host=host,
+                port=port,
+                url_file=url_file,
+                report_file=report_file,
+                out=out,
+                tls=context,
             )
         )
     except OSError as exc:

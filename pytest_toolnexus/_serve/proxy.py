@@ -23,7 +23,7 @@ from pytest_toolnexus._seam.errors import CassetteError, TransportError
 from pytest_toolnexus._session.session import CassetteSession
 
 from .answer import asks_websocket, respond, seam_request, upstream_failed
-from .app import listen, log_to
+from .app import TLSFilesError, listen, log_to, server_tls
 from .sockets import close_at_shutdown
 from .upstream import Upstream
 
@@ -64,12 +64,19 @@ def record(
     port: int = 0,
     url_file: Path | None = None,
     allow_secrets: Iterable[str] = (),
+    tls: tuple[Path, Path] | None = None,
     stdout: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
 ) -> int:
     """The ``record`` command: 0 once the cassette is written (or nothing was sent), 1 when
-    the write is refused (a secret the scan found, say), 2 when it cannot start."""
+    the write is refused (a secret the scan found, say), 2 when it cannot start. ``tls`` (a
+    certificate chain and its key) makes it answer its clients over HTTPS and WSS."""
     log_to(err)
+    try:
+        context = None if tls is None else server_tls(*tls)
+    except TLSFilesError as exc:
+        print(f"error: {exc}", file=err)
+        return 2
     if not upstream.startswith(("http://", "https://")):
         print(f"error: --upstream {upstream!r} must be an http:// or https:// URL", file=err)
         return 2
@@ -86,7 +93,7 @@ def record(
         await live.open()  # its client is made before any request is timed
         try:
             app = proxy_app(session, live, upstream)
-            await listen(app, host=host, port=port, url_file=url_file, out=stdout)
+            await listen(app, host=host, port=port, url_file=url_file, out=stdout, tls=context)
         finally:
             try:
                 await session.aclose()

@@ -77,7 +77,7 @@ def _start(command: list[str], name: str, cwd: Path | None = None) -> Served:
     assert process.stdout is not None
     ready, _, _ = select.select([process.stdout], [], [], _START_TIMEOUT)
     line = process.stdout.readline() if ready else ""
-    if not line.startswith("http://"):
+    if not line.startswith(("http://", "https://")):
         process.kill()
         process.communicate()
         raise AssertionError(

@@ -1,0 +1,233 @@
+"""``serve --tls-cert --tls-key``: cassettes over HTTPS and WSS, for the clients that will not
+speak plain ``ws://``: google-genai's Live client (it always hands ``connect`` an SSL
+context) and the openai npm package's Realtime client (it opens ``wss://`` only). Each trusts
+a self-signed certificate for 127.0.0.1 made by the test (docs/serve.md, "TLS")."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import ipaddress
+import json
+import os
+import ssl
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pytest_toolnexus import build
+from tests.support import realtime_cassette as rc
+from tests.support.node_packages import npm_package
+from tests.support.serve_cli import serving
+
+ASKED = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]}
+GEMINI_KEY = "AIza" + "Sy" + "Q7wT4" * 6 + "z"  # shaped as a Google key: redacted where shown
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, as PEM files in ``folder``."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = folder / "cert.pem", folder / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_file, key_file
+
+
+@pytest.fixture
+def tls(tmp_path: Path) -> tuple[Path, Path]:
+    folder = tmp_path / "tls"
+    folder.mkdir()
+    return _self_signed(folder)
+
+
+@pytest.fixture
+def cassettes(tmp_path: Path) -> Path:
+    folder = tmp_path / "cassettes"
+    build.build_cassette(folder / "chat.msgpack", [build.openai_chat("Hello there.", stream=False)])
+    build.build_cassette(
+        folder / "live.msgpack",
+        [
+            build.gemini_live(
+                [build.RealtimeTurn(text="Hi there!")], url="wss://gateway.example.test/live"
+            )
+        ],
+    )
+    rc.write(folder / "realtime.msgpack")
+    return folder
+
+
+def test_serve_answers_https_with_the_given_certificate(cassettes: Path, tls: tuple[Path, Path]):
+    cert, key = tls
+    with serving([cassettes], "--tls-cert", str(cert), "--tls-key", str(key)) as served:
+        assert served.url.startswith("https://127.0.0.1:")
+        trusted = ssl.create_default_context(cafile=str(cert))
+        with httpx.Client(verify=trusted) as client:
+            answer = client.post(f"{served.url}/c/chat/v1/chat/completions", json=ASKED)
+
+    assert answer.status_code == 200
+    assert answer.json()["choices"][0]["message"]["content"] == "Hello there."
+
+
+def test_a_key_without_its_certificate_is_a_usage_error(cassettes: Path, tls: tuple[Path, Path]):
+    done = subprocess.run(
+        [*_serve_command(cassettes), "--tls-key", str(tls[1])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 2
+    assert "--tls-cert and --tls-key go together" in done.stderr
+
+
+def test_files_that_do_not_load_are_named_with_the_fix(cassettes: Path, tmp_path: Path):
+    bogus = tmp_path / "not-a-cert.pem"
+    bogus.write_text("nothing here\n")
+    done = subprocess.run(
+        [*_serve_command(cassettes), "--tls-cert", str(bogus), "--tls-key", str(bogus)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 2
+    assert f"cannot load --tls-cert {bogus}" in done.stderr
+    assert "PEM certificate" in done.stderr
+
+
+def _serve_command(cassettes: Path) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "pytest_toolnexus", "serve", str(cassettes)]
+
+
+def test_google_genai_live_talks_to_a_session_served_over_wss(
+    cassettes: Path, tls: tuple[Path, Path]
+):
+    from google import genai
+
+    cert, key = tls
+    trusted = ssl.create_default_context(cafile=str(cert))
+
+    async def talk(base: str) -> str:
+        # A custom base URL with the key in a header: google-genai then opens that URL as it is.
+        client = genai.Client(
+            vertexai=True,
+            http_options={
+                "base_url": base,
+                "headers": {"x-goog-api-key": GEMINI_KEY},
+                "async_client_args": {"ssl": trusted},
+            },
+        )
+        text = ""
+        async with client.aio.live.connect(
+            model="gemini-live-2.5-flash", config={"response_modalities": ["TEXT"]}
+        ) as session:
+            said = {"role": "user", "parts": [{"text": "Say hi"}]}
+            await session.send_client_content(turns=said, turn_complete=True)
+            async for message in session.receive():
+                text += message.text or ""
+        return text
+
+    with serving([cassettes], "--tls-cert", str(cert), "--tls-key", str(key)) as served:
+        base = served.url.replace("https://", "wss://", 1) + "/c/live/live"
+        text = asyncio.run(talk(base))
+        report = httpx.get(
+            f"{served.url}/_toolnexus/report",
+            params={"cassette": "live"},
+            verify=trusted,
+        ).json()
+
+    assert text == "Hi there!"
+    assert report["misses"] == []
+    assert report["websocket_leftovers"] == []
+    assert GEMINI_KEY not in json.dumps(report)
+
+
+_NODE_REALTIME = """
+const { OpenAI } = require("openai");
+const { OpenAIRealtimeWS } = require("openai/realtime/ws");
+
+const [session, item] = process.argv.slice(2);
+const client = new OpenAI({ apiKey: "sk-test", baseURL: process.env.TOOLNEXUS_BASE + "/v1" });
+const rt = new OpenAIRealtimeWS({ model: "gpt-realtime" }, client);
+const seen = [];
+rt.on("error", (error) => { console.error(String(error)); process.exit(1); });
+rt.on("event", (event) => {
+  seen.push(event.type);
+  if (event.type === "session.created") {
+    rt.send({ type: "session.update", session: JSON.parse(session) });
+  } else if (event.type === "session.updated") {
+    rt.send({ type: "conversation.item.create", item: JSON.parse(item) });
+    rt.send({ type: "response.create" });
+  } else if (event.type === "response.done") {
+    rt.close();
+  }
+});
+rt.socket.on("close", () => console.log(JSON.stringify(seen)));
+"""
+
+
+def test_the_openai_npm_realtime_client_talks_to_a_session_served_over_wss(
+    cassettes: Path, tls: tuple[Path, Path], tmp_path: Path
+):
+    openai = npm_package("openai", "7")
+    ws = npm_package("ws", "8")
+    script = tmp_path / "realtime.cjs"
+    script.write_text(_NODE_REALTIME)
+    cert, key = tls
+    with serving([cassettes], "--tls-cert", str(cert), "--tls-key", str(key)) as served:
+        done = subprocess.run(
+            ["node", str(script), json.dumps(rc.SESSION), json.dumps(rc.ITEM)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={
+                **os.environ,
+                "NODE_PATH": os.pathsep.join(str(p / "node_modules") for p in (openai, ws)),
+                "NODE_EXTRA_CA_CERTS": str(cert),  # the SDK's own TLS, trusting the test's
+                "TOOLNEXUS_BASE": f"{served.url}/c/realtime",
+            },
+            check=False,
+        )
+        trusted = ssl.create_default_context(cafile=str(cert))
+        report = httpx.get(
+            f"{served.url}/_toolnexus/report", params={"cassette": "realtime"}, verify=trusted
+        ).json()
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    server_events = [f["data"]["type"] for f in rc.FRAMES if f["from"] == "server" and "data" in f]
+    assert json.loads(done.stdout) == server_events
+    assert report["misses"] == []
