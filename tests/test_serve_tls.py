@@ -231,3 +231,34 @@ def test_the_openai_npm_realtime_client_talks_to_a_session_served_over_wss(
     server_events = [f["data"]["type"] for f in rc.FRAMES if f["from"] == "server" and "data" in f]
     assert json.loads(done.stdout) == server_events
     assert report["misses"] == []
+
+
+def test_record_answers_its_clients_over_wss_too(tls: tuple[Path, Path], tmp_path: Path):
+    import websockets.sync.client as ws_client
+
+    from pytest_toolnexus import load_cassette
+    from tests.support import fake_realtime
+    from tests.support.serve_cli import start_record
+
+    cert, key = tls
+    port, stop = fake_realtime.start()
+    out = tmp_path / "over-tls.msgpack"
+    try:
+        proxy = start_record(
+            f"http://127.0.0.1:{port}", out, "--tls-cert", str(cert), "--tls-key", str(key)
+        )
+        try:
+            assert proxy.url.startswith("https://")
+            trusted = ssl.create_default_context(cafile=str(cert))
+            url = proxy.url.replace("https://", "wss://", 1) + "/v1/realtime?model=gpt-realtime"
+            with ws_client.connect(url, ssl=trusted) as ws:
+                first = json.loads(ws.recv())
+        finally:
+            code, err = proxy.stop()
+    finally:
+        stop()
+
+    assert first["type"] == "session.created"
+    assert code == 0, err
+    (interaction,) = load_cassette(out).interactions
+    assert interaction.request.url == f"ws://127.0.0.1:{port}/v1/realtime?model=gpt-realtime"
