@@ -32,6 +32,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -256,6 +257,36 @@ def _frame_arrivals(url: str) -> list[float]:
     return arrivals
 
 
+def _lateness(
+    command: list[str], arrivals: Callable[[str], list[float]], due: list[float]
+) -> list[float]:
+    """How late each arrival was against ``due``, over ``PACE_ROUNDS`` rounds (after one to
+    warm up) of ``arrivals(url)`` from the server ``command`` starts."""
+    process, url, _ = _start(command)
+    late: list[float] = []
+    try:
+        arrivals(url)  # warm-up
+        for _ in range(PACE_ROUNDS):
+            got = arrivals(url)
+            assert len(got) == len(due), (got, due)
+            late += [g - d for g, d in zip(got, due, strict=True)]
+    finally:
+        _stop(process)
+    return late
+
+
+def _pace_row(table: Table, late: list[float]) -> None:
+    most = max(late) * 1000
+    table.add(
+        f"{len(late)}",
+        f"{median(late) * 1000:.2f}",
+        f"{most:.2f}",
+        f"{min(late) * 1000:+.2f}",
+        f"each <= {PACE_GOAL_MS:.0f} ms",
+        verdict(most <= PACE_GOAL_MS and min(late) >= -0.001),
+    )
+
+
 def _start(command: list[str]) -> tuple[subprocess.Popen[str], str, float]:
     """Start a server; its process, its URL, and when it was started."""
     started = now()
@@ -414,25 +445,12 @@ def run(work: Path) -> tuple[list[Table], object]:
         paced, [build.openai_chat("".join(WORDS), cadence=PACE, request_body=None)]
     )
     due = [t / 1000 for t in PACE.times(len(WORDS))]
-    process, url, _ = _start([*serve[:-2], "--allow-repeats", str(paced)])
-    late: list[float] = []
-    try:
-        _delta_arrivals(url, "/c/stream/v1/chat/completions")  # warm-up
-        for _ in range(PACE_ROUNDS):
-            got = _delta_arrivals(url, "/c/stream/v1/chat/completions")
-            assert len(got) == len(due), (got, due)
-            late += [g - d for g, d in zip(got, due, strict=True)]
-    finally:
-        _stop(process)
-    most = max(late) * 1000
-    pace.add(
-        f"{len(late)}",
-        f"{median(late) * 1000:.2f}",
-        f"{most:.2f}",
-        f"{min(late) * 1000:+.2f}",
-        f"each <= {PACE_GOAL_MS:.0f} ms",
-        verdict(most <= PACE_GOAL_MS and min(late) >= -0.001),
+    late = _lateness(
+        [*serve[:-2], "--allow-repeats", str(paced)],
+        lambda url: _delta_arrivals(url, "/c/stream/v1/chat/completions"),
+        due,
     )
+    _pace_row(pace, late)
     pace.note(
         f"{PACE_ROUNDS} streams of {len(WORDS)} chat deltas, the first 0.2 s after the request "
         "and one every 50 ms, from `serve` in real timing; each delta timed on a raw socket "
@@ -447,26 +465,12 @@ def run(work: Path) -> tuple[list[Table], object]:
     )
     session = work / "realtime" / "talk.msgpack"
     frame_due = _realtime_cassette(session)
-    process, url, _ = _start([*serve[:-2], "--allow-repeats", str(session)])
-    ws_url = url.replace("http://", "ws://", 1) + "/c/talk/v1/realtime"
-    frame_late: list[float] = []
-    try:
-        _frame_arrivals(ws_url)  # warm-up
-        for _ in range(PACE_ROUNDS):
-            got = _frame_arrivals(ws_url)
-            assert len(got) == len(frame_due), (got, frame_due)
-            frame_late += [g - d for g, d in zip(got, frame_due, strict=True)]
-    finally:
-        _stop(process)
-    most_frame = max(frame_late) * 1000
-    frames.add(
-        f"{len(frame_late)}",
-        f"{median(frame_late) * 1000:.2f}",
-        f"{most_frame:.2f}",
-        f"{min(frame_late) * 1000:+.2f}",
-        f"each <= {PACE_GOAL_MS:.0f} ms",
-        verdict(most_frame <= PACE_GOAL_MS and min(frame_late) >= -0.001),
+    frame_late = _lateness(
+        [*serve[:-2], "--allow-repeats", str(session)],
+        lambda url: _frame_arrivals(url.replace("http://", "ws://", 1) + "/c/talk/v1/realtime"),
+        frame_due,
     )
+    _pace_row(frames, frame_late)
     frames.note(
         f"{PACE_ROUNDS} sessions of {len(frame_due)} server frames (session.created, then "
         f"{FRAME_DELTAS} deltas {FRAME_GAP_MS:.0f} ms apart and response.done, answering the "

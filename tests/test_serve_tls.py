@@ -6,8 +6,6 @@ a self-signed certificate for 127.0.0.1 made by the test (docs/serve.md, "TLS").
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import json
 import os
 import ssl
@@ -19,6 +17,7 @@ import pytest
 
 from pytest_toolnexus import build
 from tests.support import realtime_cassette as rc
+from tests.support.fake_live import tls_files
 from tests.support.node_packages import npm_package
 from tests.support.serve_cli import serving
 
@@ -26,48 +25,11 @@ ASKED = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}]
 GEMINI_KEY = "AIza" + "Sy" + "Q7wT4" * 6 + "z"  # shaped as a Google key: redacted where shown
 
 
-def _self_signed(folder: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key, as PEM files in ``folder``."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = folder / "cert.pem", folder / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_file, key_file
-
-
 @pytest.fixture
 def tls(tmp_path: Path) -> tuple[Path, Path]:
     folder = tmp_path / "tls"
     folder.mkdir()
-    return _self_signed(folder)
+    return tls_files(folder)
 
 
 @pytest.fixture

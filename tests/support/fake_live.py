@@ -54,10 +54,9 @@ async def _session(ws):
             await _say(ws, ["It ", "is ", "sunny."])
 
 
-def tls():
-    """A self-signed certificate for 127.0.0.1: ``(server context, client context)``. The
-    google-genai SDK connects to Live over TLS only (it always hands ``connect`` an SSL
-    context), so the fake server speaks wss."""
+def tls_files(folder=None):
+    """A self-signed certificate for 127.0.0.1 and its key, as PEM files in ``folder`` (a new
+    temporary one by default): ``(cert file, key file)``."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -78,9 +77,10 @@ def tls():
             x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
             critical=False,
         )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
-    folder = Path(tempfile.mkdtemp())
+    folder = Path(tempfile.mkdtemp()) if folder is None else Path(folder)
     cert_file, key_file = folder / "cert.pem", folder / "key.pem"
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_file.write_bytes(
@@ -90,6 +90,14 @@ def tls():
             serialization.NoEncryption(),
         )
     )
+    return cert_file, key_file
+
+
+def tls():
+    """A self-signed certificate for 127.0.0.1: ``(server context, client context)``. The
+    google-genai SDK connects to Live over TLS only (it always hands ``connect`` an SSL
+    context), so the fake server speaks wss."""
+    cert_file, key_file = tls_files()
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server.load_cert_chain(cert_file, key_file)
     client = ssl.create_default_context(cafile=str(cert_file))

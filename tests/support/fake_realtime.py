@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import itertools
 import json
 import threading
@@ -185,8 +186,6 @@ def start_raw(answer, port=0):
     """Start a loopback TCP server that reads a request's head and writes ``answer`` (bytes)
     back, then holds the connection until the client closes it: a server that breaks the
     protocol in a way no WebSocket library would. Returns ``(port, stop)``."""
-    ready = threading.Event()
-    box = {}
 
     async def serve_one(reader, writer):
         await reader.readuntil(b"\r\n\r\n")
@@ -195,41 +194,38 @@ def start_raw(answer, port=0):
         await reader.read()
         writer.close()
 
-    async def main():
-        box["stop"] = asyncio.Event()
+    @contextlib.asynccontextmanager
+    async def opened():
         server = await asyncio.start_server(serve_one, "127.0.0.1", port)
-        box["port"] = server.sockets[0].getsockname()[1]
-        ready.set()
         async with server:
-            await box["stop"].wait()
+            yield server.sockets[0].getsockname()[1]
 
-    def run():
-        box["loop"] = asyncio.new_event_loop()
-        box["loop"].run_until_complete(main())
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    ready.wait(10)
-
-    def stop():
-        box["loop"].call_soon_threadsafe(box["stop"].set)
-        thread.join(10)
-
-    return box["port"], stop
+    return _in_thread(opened)
 
 
 def _start(handler, port, **options):
+    @contextlib.asynccontextmanager
+    async def opened():
+        async with serve(handler, "127.0.0.1", port, **options) as server:
+            yield server.sockets[0].getsockname()[1]
+
+    return _in_thread(opened)
+
+
+def _in_thread(opened):
+    """Run the server ``opened()`` opens (an async context manager giving its port) on a loop
+    of its own, in a thread, until ``stop`` is called; returns ``(port, stop)``."""
     ready = threading.Event()
     box = {}
 
-    def run():
-        async def main():
-            box["stop"] = asyncio.Event()
-            async with serve(handler, "127.0.0.1", port, **options) as server:
-                box["port"] = server.sockets[0].getsockname()[1]
-                ready.set()
-                await box["stop"].wait()
+    async def main():
+        box["stop"] = asyncio.Event()
+        async with opened() as port:
+            box["port"] = port
+            ready.set()
+            await box["stop"].wait()
 
+    def run():
         box["loop"] = asyncio.new_event_loop()
         box["loop"].run_until_complete(main())
 
