@@ -126,10 +126,11 @@ def test_a_token_inside_any_header_value_is_redacted_when_recorded(tmp_path, nam
     assert interaction.response.headers[name] == kept
 
 
-def test_the_key_offered_as_a_realtime_subprotocol_is_redacted_when_recorded(tmp_path):
+@pytest.mark.parametrize("prefix", ["openai-insecure-api-key", "OpenAI-Insecure-API-Key"])
+def test_the_key_offered_as_a_realtime_subprotocol_is_redacted_when_recorded(tmp_path, prefix):
     # How a browser or Node client passes its key to OpenAI's Realtime API.
     name = "Sec-WebSocket-Protocol"
-    sent = f"realtime, openai-insecure-api-key.{KEY}, openai-beta.realtime-v1"
+    sent = f"realtime, {prefix}.{KEY}, openai-beta.realtime-v1"
     path = tmp_path / "c.msgpack"
     session = CassetteSession(path, record="all", timing="instant", live=answering([]))
     session.transport(TransportRequest("GET", URL, {name: sent}))
@@ -139,7 +140,7 @@ def test_the_key_offered_as_a_realtime_subprotocol_is_redacted_when_recorded(tmp
     assert KEY.encode() not in path.read_bytes()
     (interaction,) = load_cassette(path).interactions
     assert interaction.request.headers[name] == (
-        "realtime, openai-insecure-api-key.REDACTED, openai-beta.realtime-v1"
+        f"realtime, {prefix}.REDACTED, openai-beta.realtime-v1"
     )
 
 

@@ -89,6 +89,48 @@ def test_files_that_do_not_load_are_named_with_the_fix(cassettes: Path, tmp_path
     assert "PEM certificate" in done.stderr
 
 
+def test_an_encrypted_key_is_a_usage_error_not_a_passphrase_prompt(
+    cassettes: Path, tls: tuple[Path, Path], tmp_path: Path
+):
+    from cryptography.hazmat.primitives import serialization
+
+    cert, key = tls
+    plain = serialization.load_pem_private_key(key.read_bytes(), password=None)
+    locked = tmp_path / "locked.pem"
+    locked.write_bytes(
+        plain.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"hunter2"),
+        )
+    )
+    done = subprocess.run(
+        [*_serve_command(cassettes), "--tls-cert", str(cert), "--tls-key", str(locked)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+    assert done.returncode == 2
+    assert f"--tls-key {locked} is encrypted with a passphrase" in done.stderr
+
+
+def test_a_missing_file_is_named(cassettes: Path, tls: tuple[Path, Path], tmp_path: Path):
+    gone = tmp_path / "gone.pem"
+    done = subprocess.run(
+        [*_serve_command(cassettes), "--tls-cert", str(tls[0]), "--tls-key", str(gone)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 2
+    assert f"--tls-key {gone}: no such file" in done.stderr
+
+
 def _serve_command(cassettes: Path) -> list[str]:
     import sys
 

@@ -19,6 +19,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Protocol
 
+import anyio
+
 from pytest_toolnexus._safety.redact import redact_url
 from pytest_toolnexus._safety.secrets import SecretScanner
 from pytest_toolnexus._seam.duplex import (
@@ -181,6 +183,9 @@ class Realtime:
     ) -> AsyncDuplexConnection:
         """The async mirror of :meth:`connect`."""
         session = self._session
+        # anyio's backend (its first use imports it, some 15 ms) loaded before the session's
+        # time starts, not inside the first frame's wait.
+        anyio.Event()
         started = session.clock.now()
         tee = Tee()
         opened: list[AsyncDuplexConnection] = []

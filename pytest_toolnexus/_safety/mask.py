@@ -88,7 +88,7 @@ HEADER_TOKEN: Final = re.compile(
     r"|(?P<dotted>\b[Bb][Ee][Aa][Rr][Ee][Rr]\.(?:authorization\.k8s\.io\.)?)[A-Za-z0-9_-]{16,}=*"
     # The key a browser or Node client of OpenAI's Realtime API offers as a WebSocket
     # subprotocol, ``openai-insecure-api-key.<key>`` (an API key, or an ephemeral ``ek_`` one).
-    r"|(?P<offered>\bopenai-insecure-api-key\.)[A-Za-z0-9_-]{8,}"
+    r"|(?P<offered>\b(?i:openai-insecure-api-key)\.)[A-Za-z0-9_-]{8,}"
     # A JSON Web Token, plain or base64url-encoded once more (``eyJ`` reads ``ZXlK``).
     r"|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"
     r"|\bZXlK[A-Za-z0-9_-]{24,}=*"

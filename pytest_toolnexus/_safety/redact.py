@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterator
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -47,6 +48,9 @@ def redact_headers(headers: Headers) -> Headers:
     )
 
 
+_OFFERED: Final = re.compile("insecure-api-key", re.IGNORECASE)
+
+
 def _may_hold_token(value: str) -> bool:
     # A cheap test first: most headers hold no token, and this runs for every request.
     return (
@@ -54,7 +58,7 @@ def _may_hold_token(value: str) -> bool:
         or "EARER" in value
         or "eyJ" in value
         or "ZXlK" in value
-        or "insecure-api-key" in value
+        or _OFFERED.search(value) is not None
     ) and HEADER_TOKEN.search(value) is not None
 
 

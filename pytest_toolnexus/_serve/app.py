@@ -73,9 +73,18 @@ def server_tls(cert: Path, key: Path) -> ssl.SSLContext:
     """The TLS context a server answers with, from a certificate chain and its private key
     (PEM files). Raises :class:`TLSFilesError`, saying which file and why, when they do not
     load."""
+    for given, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if not path.is_file():
+            raise TLSFilesError(f"{given} {path}: no such file")
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
-        context.load_cert_chain(cert, key)
+        # A key under a passphrase is refused here, not asked for at the terminal.
+        context.load_cert_chain(cert, key, password=_no_passphrase)
+    except _Encrypted:
+        raise TLSFilesError(
+            f"--tls-key {key} is encrypted with a passphrase, which serve cannot ask for: give "
+            "it the key unencrypted (openssl pkey -in KEY -out PLAIN)"
+        ) from None
     except (OSError, ssl.SSLError) as exc:
         raise TLSFilesError(
             f"cannot load --tls-cert {cert} with --tls-key {key}: {exc}. Give a PEM certificate "
@@ -86,6 +95,14 @@ def server_tls(cert: Path, key: Path) -> ssl.SSLContext:
 
 class TLSFilesError(Exception):
     """The certificate or key given for TLS cannot be loaded."""
+
+
+class _Encrypted(Exception):
+    pass
+
+
+def _no_passphrase() -> bytes:
+    raise _Encrypted
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -10,7 +10,6 @@ stops. The proxy only carries the frames between the client and the upstream
 
 from __future__ import annotations
 
-import anyio
 from aiohttp import web
 
 from pytest_toolnexus._realtime.hub import realtime_of
@@ -32,7 +31,6 @@ async def record_websocket(
     """Open the WebSocket the client asks for on the upstream (``url``, its ``ws://`` or
     ``wss://`` address there), record it through ``session``, and carry its frames until either
     side closes. A handshake the upstream refuses is answered with its status."""
-    anyio.Event()  # anyio's asyncio backend loaded now, before any frame's time counts
     try:
         connection = await realtime_of(session).aconnect(
             client_handshake(request, url), live.websocket

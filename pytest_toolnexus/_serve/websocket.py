@@ -22,7 +22,6 @@ import contextlib
 from collections.abc import Callable
 from typing import Final
 
-import anyio
 from aiohttp import WSMsgType, web
 from multidict import CIMultiDict
 
@@ -103,7 +102,6 @@ async def answer_websocket(catalog: Catalog, request: web.Request) -> web.Stream
     if isinstance(found, web.Response):
         return found
     served, url = found
-    anyio.Event()  # anyio's asyncio backend loaded now, before any frame's time counts
     hub = realtime_of(served.session)
     # The lists as they are now: a reset while the connection is open starts new ones, which
     # this connection's misses and leftovers do not belong in.
