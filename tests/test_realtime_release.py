@@ -5,6 +5,7 @@ another task's wait, or while another task has work to do, waits for it as befor
 
 import asyncio
 import json
+import time
 
 import anyio
 import pytest
@@ -203,3 +204,57 @@ def test_a_released_connection_is_forgotten_and_gives_what_it_left(session_path)
     )
     assert logs == []
     assert still == []
+
+
+def test_on_real_time_a_close_from_another_thread_ends_a_sync_reader_s_wait(tmp_path):
+    # The sync client's mirror of the async test above: the next frame is due 30 s after the
+    # handshake, and another thread closes the connection 0.1 s in.
+    import threading
+
+    frames = [frame_doc(30_000.0, "server", json.dumps({"n": 0}))]
+    request = RecordedRequest("GET", URL, Headers(), EmptyBody())
+    response = RecordedResponse(
+        101, Headers([("Upgrade", "websocket")]), WebSocketBody(frames), 2.0, 30_000.0
+    )
+    path = tmp_path / "gap.msgpack"
+    Cassette(path, [Interaction(request, response)]).save()
+
+    def never(handshake):
+        raise AssertionError("a replay opens no connection")
+
+    with CassetteSession(path, timing="real", on_unused="ignore") as session:
+        connection = realtime_of(session).connect(Handshake(URL), never)
+        closer = threading.Timer(0.1, connection.close)
+        closer.start()
+        started = time.monotonic()
+        with pytest.raises(DuplexClosed) as closed:
+            connection.recv()
+        took = time.monotonic() - started
+        closer.join()
+
+    assert closed.value.by == "client"
+    assert took < 5  # not the 30 s gap
+
+
+def test_on_real_time_a_sync_timeout_is_a_timeout_and_a_frame_due_first_comes_first(tmp_path):
+    frames = [frame_doc(50.0, "server", json.dumps({"n": 0}))]
+    frames.append(frame_doc(30_000.0, "server", json.dumps({"n": 1})))
+    request = RecordedRequest("GET", URL, Headers(), EmptyBody())
+    response = RecordedResponse(
+        101, Headers([("Upgrade", "websocket")]), WebSocketBody(frames), 2.0, 30_000.0
+    )
+    path = tmp_path / "two.msgpack"
+    Cassette(path, [Interaction(request, response)]).save()
+
+    def never(handshake):
+        raise AssertionError("a replay opens no connection")
+
+    with CassetteSession(path, timing="real", on_unused="ignore") as session:
+        connection = realtime_of(session).connect(Handshake(URL), never)
+        assert json.loads(connection.recv(timeout=5)) == {"n": 0}  # due in 50 ms: it comes
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            connection.recv(timeout=0.2)  # the next is 30 s away
+        took = time.monotonic() - started
+
+    assert 0.19 <= took < 5

@@ -127,6 +127,18 @@ class Playback:
             finally:
                 self._waiting -= 1
 
+    def wait_while(self, due: Due | Literal["wait", "end"], timeout: float) -> None:
+        """Wait, up to ``timeout`` real seconds, while ``due`` is still what is due next and
+        the session is open: another thread's send, read or close ends the wait at once."""
+        with self._lock:
+            if self.closed is not None or self.next_due() != due:
+                return
+            self._waiting += 1
+            try:
+                self.changed.wait(timeout)
+            finally:
+                self._waiting -= 1
+
     def send(self, message: Message) -> None:
         """Check a client frame against the one expected next and note when it was sent;
         raises :class:`CassetteMissError` (kept for the end of the test too) on a mismatch."""

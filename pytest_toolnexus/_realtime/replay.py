@@ -21,7 +21,7 @@ from pytest_toolnexus._seam.errors import ReplayError, expected_error
 from pytest_toolnexus._timing.clock import RealClock
 from pytest_toolnexus._timing.virtual import VirtualClock
 
-from .playback import END, Due, Playback
+from .playback import END, WAIT, Due, Playback
 
 __all__ = ["AsyncReplayedConnection", "ReplayedConnection"]
 
@@ -74,6 +74,8 @@ class ReplayedConnection:
     def recv(self, timeout: float | None = None) -> Message:
         playback = self._playback
         clock = playback.clock
+        if isinstance(clock, RealClock):
+            return self._recv_real(clock, timeout)
         while True:
             due = playback.next_due()
             if playback.closed is not None and not isinstance(due, Due):
@@ -90,6 +92,33 @@ class ReplayedConnection:
             # Another thread may send, or close, meanwhile: look again when it does.
             if not playback.wait_change(PATIENCE):
                 raise _stuck(playback, due)
+
+    def _recv_real(self, clock: RealClock, timeout: float | None) -> Message:
+        """:meth:`recv` on real time: each wait ends at once when another thread sends, reads
+        or closes meanwhile, so a close is not heard only after a long recorded gap."""
+        playback = self._playback
+        deadline = math.inf if timeout is None else clock.now() + timeout
+        while True:
+            due = playback.next_due()
+            if playback.closed is not None:
+                raise playback.closed_error()  # as take() would, without the wait
+            at = due.at if isinstance(due, Due) else math.inf
+            now = clock.now()
+            if at <= now:
+                assert isinstance(due, Due)
+                return playback.take(due)
+            if deadline <= now:
+                raise TimeoutError("timed out while waiting for a message")
+            if at == math.inf and deadline == math.inf:
+                # Nothing due until another thread sends, or closes: look again when it does.
+                if isinstance(due, Due):  # a frame held back for ever
+                    playback.wait_while(due, PATIENCE)
+                    if playback.closed is None and playback.next_due() == due:
+                        raise _stuck(playback, WAIT)
+                elif not playback.wait_change(PATIENCE):
+                    raise _stuck(playback, due)
+                continue
+            playback.wait_while(due, min(at, deadline) - now)
 
     def close(self, code: int = 1000, reason: str = "") -> None:
         self._playback.close(code, reason)
