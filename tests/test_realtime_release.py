@@ -28,18 +28,26 @@ URL = "wss://realtime.example.test/v1/realtime?model=m"
 SERVER_AT = [10.0, 20.0, 30.0, 40.0]
 
 
+def _never_sync(handshake):
+    raise AssertionError("a replay opens no connection")
+
+
+def _saved(path, frames, end):
+    """A cassette at ``path`` of one WebSocket session with ``frames``, ending at ``end`` ms."""
+    request = RecordedRequest("GET", URL, Headers(), EmptyBody())
+    response = RecordedResponse(
+        101, Headers([("Upgrade", "websocket")]), WebSocketBody(frames), 2.0, end
+    )
+    Cassette(path, [Interaction(request, response)]).save()
+    return path
+
+
 @pytest.fixture
 def session_path(tmp_path):
     """Four server frames 10 ms apart after the handshake, then the server closes."""
     frames = [frame_doc(t, "server", json.dumps({"n": n})) for n, t in enumerate(SERVER_AT)]
     frames.append(frame_doc(50.0, "server", None, code=1000))
-    request = RecordedRequest("GET", URL, Headers(), EmptyBody())
-    response = RecordedResponse(
-        101, Headers([("Upgrade", "websocket")]), WebSocketBody(frames), 2.0, 50.0
-    )
-    path = tmp_path / "four.msgpack"
-    Cassette(path, [Interaction(request, response)]).save()
-    return path
+    return _saved(tmp_path / "four.msgpack", frames, 50.0)
 
 
 async def _read_all(connection, clock, start, seen):
@@ -144,12 +152,7 @@ def test_on_real_time_a_close_ends_a_reader_waiting_out_a_long_gap(tmp_path):
     # timing="real": the next frame is due 30 s after the handshake; the connection is closed
     # from another task 0.1 s in, and the waiting reader hears of it at once.
     frames = [frame_doc(30_000.0, "server", json.dumps({"n": 0}))]
-    request = RecordedRequest("GET", URL, Headers(), EmptyBody())
-    response = RecordedResponse(
-        101, Headers([("Upgrade", "websocket")]), WebSocketBody(frames), 2.0, 30_000.0
-    )
-    path = tmp_path / "gap.msgpack"
-    Cassette(path, [Interaction(request, response)]).save()
+    path = _saved(tmp_path / "gap.msgpack", frames, 30_000.0)
 
     async def main():
         async with CassetteSession(path, timing="real", on_unused="ignore") as session:
@@ -212,18 +215,10 @@ def test_on_real_time_a_close_from_another_thread_ends_a_sync_reader_s_wait(tmp_
     import threading
 
     frames = [frame_doc(30_000.0, "server", json.dumps({"n": 0}))]
-    request = RecordedRequest("GET", URL, Headers(), EmptyBody())
-    response = RecordedResponse(
-        101, Headers([("Upgrade", "websocket")]), WebSocketBody(frames), 2.0, 30_000.0
-    )
-    path = tmp_path / "gap.msgpack"
-    Cassette(path, [Interaction(request, response)]).save()
-
-    def never(handshake):
-        raise AssertionError("a replay opens no connection")
+    path = _saved(tmp_path / "gap.msgpack", frames, 30_000.0)
 
     with CassetteSession(path, timing="real", on_unused="ignore") as session:
-        connection = realtime_of(session).connect(Handshake(URL), never)
+        connection = realtime_of(session).connect(Handshake(URL), _never_sync)
         closer = threading.Timer(0.1, connection.close)
         closer.start()
         started = time.monotonic()
@@ -239,18 +234,10 @@ def test_on_real_time_a_close_from_another_thread_ends_a_sync_reader_s_wait(tmp_
 def test_on_real_time_a_sync_timeout_is_a_timeout_and_a_frame_due_first_comes_first(tmp_path):
     frames = [frame_doc(50.0, "server", json.dumps({"n": 0}))]
     frames.append(frame_doc(30_000.0, "server", json.dumps({"n": 1})))
-    request = RecordedRequest("GET", URL, Headers(), EmptyBody())
-    response = RecordedResponse(
-        101, Headers([("Upgrade", "websocket")]), WebSocketBody(frames), 2.0, 30_000.0
-    )
-    path = tmp_path / "two.msgpack"
-    Cassette(path, [Interaction(request, response)]).save()
-
-    def never(handshake):
-        raise AssertionError("a replay opens no connection")
+    path = _saved(tmp_path / "two.msgpack", frames, 30_000.0)
 
     with CassetteSession(path, timing="real", on_unused="ignore") as session:
-        connection = realtime_of(session).connect(Handshake(URL), never)
+        connection = realtime_of(session).connect(Handshake(URL), _never_sync)
         assert json.loads(connection.recv(timeout=5)) == {"n": 0}  # due in 50 ms: it comes
         started = time.monotonic()
         with pytest.raises(TimeoutError):

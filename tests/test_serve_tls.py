@@ -10,6 +10,7 @@ import json
 import os
 import ssl
 import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -61,13 +62,7 @@ def test_serve_answers_https_with_the_given_certificate(cassettes: Path, tls: tu
 
 
 def test_a_key_without_its_certificate_is_a_usage_error(cassettes: Path, tls: tuple[Path, Path]):
-    done = subprocess.run(
-        [*_serve_command(cassettes), "--tls-key", str(tls[1])],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _serve(cassettes, "--tls-key", str(tls[1]))
 
     assert done.returncode == 2
     assert "--tls-cert and --tls-key go together" in done.stderr
@@ -76,13 +71,7 @@ def test_a_key_without_its_certificate_is_a_usage_error(cassettes: Path, tls: tu
 def test_files_that_do_not_load_are_named_with_the_fix(cassettes: Path, tmp_path: Path):
     bogus = tmp_path / "not-a-cert.pem"
     bogus.write_text("nothing here\n")
-    done = subprocess.run(
-        [*_serve_command(cassettes), "--tls-cert", str(bogus), "--tls-key", str(bogus)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _serve(cassettes, "--tls-cert", str(bogus), "--tls-key", str(bogus))
 
     assert done.returncode == 2
     assert f"cannot load --tls-cert {bogus}" in done.stderr
@@ -104,14 +93,7 @@ def test_an_encrypted_key_is_a_usage_error_not_a_passphrase_prompt(
             serialization.BestAvailableEncryption(b"hunter2"),
         )
     )
-    done = subprocess.run(
-        [*_serve_command(cassettes), "--tls-cert", str(cert), "--tls-key", str(locked)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+    done = _serve(cassettes, "--tls-cert", str(cert), "--tls-key", str(locked))
 
     assert done.returncode == 2
     assert f"--tls-key {locked} is encrypted with a passphrase" in done.stderr
@@ -119,22 +101,22 @@ def test_an_encrypted_key_is_a_usage_error_not_a_passphrase_prompt(
 
 def test_a_missing_file_is_named(cassettes: Path, tls: tuple[Path, Path], tmp_path: Path):
     gone = tmp_path / "gone.pem"
-    done = subprocess.run(
-        [*_serve_command(cassettes), "--tls-cert", str(tls[0]), "--tls-key", str(gone)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _serve(cassettes, "--tls-cert", str(tls[0]), "--tls-key", str(gone))
 
     assert done.returncode == 2
     assert f"--tls-key {gone}: no such file" in done.stderr
 
 
-def _serve_command(cassettes: Path) -> list[str]:
-    import sys
-
-    return [sys.executable, "-m", "pytest_toolnexus", "serve", str(cassettes)]
+def _serve(cassettes: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``serve`` run on ``cassettes`` with ``args``, to its exit (no terminal to prompt on)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_toolnexus", "serve", str(cassettes), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
 
 
 def test_google_genai_live_talks_to_a_session_served_over_wss(
