@@ -43,8 +43,10 @@ import time
 
 import aiohttp
 import httpx
+import httpx._client
 import httpx._transports.default
 import httpx2
+import httpx2._client
 import httpx2._transports.default
 import urllib3.connectionpool
 
@@ -58,6 +60,8 @@ def current():
             httpx2.AsyncClient.__dict__["_transport_for_url"],
         "httpx create_ssl_context": httpx._transports.default.create_ssl_context,
         "httpx2 create_ssl_context": httpx2._transports.default.create_ssl_context,
+        "httpx get_environment_proxies": httpx._client.get_environment_proxies,
+        "httpx2 get_environment_proxies": httpx2._client.get_environment_proxies,
         "socket.getaddrinfo": socket.getaddrinfo,
         "httpx.HTTPTransport.handle_request": httpx.HTTPTransport.__dict__["handle_request"],
         "httpx.AsyncHTTPTransport.handle_async_request":

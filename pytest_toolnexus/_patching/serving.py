@@ -1,8 +1,9 @@
 """Every process-wide patch a cassette in use needs to serve the clients the code under test
 builds itself: the httpx and httpx2 transports, the libraries served once imported (aiohttp,
-urllib3, websockets), the shared TLS context of a replay that opens no connection, and the
-network tripwire. The pytest plugin's ``cassette`` fixture and ``use_cassette`` both put them on
-through this one function, into the installation that takes them off again."""
+urllib3, websockets), what a replay that opens no connection lets clients share (one TLS
+context, the proxy settings read once), and the network tripwire. The pytest plugin's
+``cassette`` fixture and ``use_cassette`` both put them on through this one function, into the
+installation that takes them off again."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pytest_toolnexus._session.session import CassetteSession
 from .httpx import patch_http_clients
 from .install import Installation
 from .libraries import patch_libraries
+from .proxies import remember_env_proxies
 from .tls import share_default_tls
 from .websockets import patch_websockets
 
@@ -39,8 +41,10 @@ def serve_clients(
     installation.add(patch_websockets, session)
     if session.replay_only and not hosts:
         # No connection can open while the cassette is in use, so the clients made meanwhile
-        # need no TLS context of their own (making one costs more than the rest of a test).
+        # need no TLS context of their own (making one costs more than the rest of a test),
+        # and read the proxy settings once, not once each.
         installation.add(share_default_tls)
+        installation.add(remember_env_proxies)
     installation.add(
         arm_tripwire,
         cassette=cassette,

@@ -139,6 +139,8 @@ def _match_on(value: Any, where: str) -> str | tuple[str, ...]:
 
 def layer(base: CassetteOptions, values: Mapping[str, Any], where: str) -> CassetteOptions:
     """``base`` with ``values`` laid over it; ``where`` names the layer in error messages."""
+    if not values:
+        return base  # most layers are empty (no fixture, a bare marker, no options given)
     changes: dict[str, Any] = {}
     for key, value in values.items():
         if key not in OPTION_NAMES:
