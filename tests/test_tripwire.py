@@ -142,6 +142,29 @@ def test_a_socket_made_from_the_c_type_is_blocked(armed):
     assert_blocked(caught.value, TEST_NET, 80)
 
 
+def test_a_c_type_socket_obeys_the_tripwire_armed_when_it_connects(server, armed):
+    # One guarded type serves every arming (a type made per test is garbage for the full
+    # collections), so a socket made under one arming is checked by the one armed when it
+    # connects: blocked under a second arming, free once none is armed.
+    disarm = armed()
+    made_first = _socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    guarded = _socket.socket
+    disarm()
+    assert _socket.socket is not guarded  # put back at disarming
+    disarm = armed(cassette="cassettes/test_x/second.msgpack")
+    assert _socket.socket is guarded
+    try:
+        made_first.settimeout(1)
+        with pytest.raises(NetworkBlockedError) as caught:
+            made_first.connect((TEST_NET, 80))
+        assert "second.msgpack" in str(caught.value)
+        disarm()
+        made_first.settimeout(5)
+        made_first.connect(("127.0.0.1", server.port))  # nothing armed: it connects
+    finally:
+        made_first.close()
+
+
 @pytest.mark.parametrize("method", ["connect", "connect_ex"])
 def test_the_c_types_own_connect_called_on_a_socket_is_blocked(armed, method):
     armed()

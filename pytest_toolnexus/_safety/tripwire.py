@@ -107,6 +107,42 @@ class Unserved:
     messages: dict[str, str] = field(default_factory=dict)
 
 
+# The check of the tripwire armed now, which the guarded socket types read (None while none is).
+_guard: list[Callable[[socket.socket, Any], None] | None] = [None]
+# The C socket type a guarded one stands in for -> that guarded type, made once: a type made
+# at every arming (every test) is a garbage cycle left to each full collection.
+_guarded_types: dict[type[_socket.socket], type[_socket.socket]] = {}
+
+
+def _guarded(real_c_socket: type[_socket.socket]) -> type[_socket.socket]:
+    """``_socket.socket`` while armed: a socket made from the C type directly, and the C type's
+    own ``connect`` called on any socket (``_socket.socket.connect(sock, addr)``), are checked
+    too, by the tripwire armed at the time of the call."""
+    made = _guarded_types.get(real_c_socket)
+    if made is not None:
+        return made
+
+    class GuardedSocket(real_c_socket):  # type: ignore[misc,valid-type]
+        __slots__ = ()
+
+        def connect(self, address: Any) -> None:
+            check = _guard[0]
+            if check is not None:
+                check(self, address)
+            real_c_socket.connect(self, address)
+
+        def connect_ex(self, address: Any) -> int:
+            check = _guard[0]
+            if check is not None:
+                check(self, address)
+            result: int = real_c_socket.connect_ex(self, address)
+            return result
+
+    GuardedSocket.__doc__ = _guarded.__doc__
+    _guarded_types[real_c_socket] = GuardedSocket
+    return GuardedSocket
+
+
 def arm_tripwire(
     *,
     cassette: str,
@@ -210,27 +246,14 @@ def arm_tripwire(
         result: int = real_connect_ex(self, address)
         return result
 
-    class GuardedSocket(real_c_socket):  # type: ignore[misc,valid-type]
-        """``_socket.socket`` while armed: a socket made from the C type directly, and the C
-        type's own ``connect`` called on any socket (``_socket.socket.connect(sock, addr)``),
-        are checked too."""
-
-        __slots__ = ()
-
-        def connect(self, address: Any) -> None:
-            check(self, address)
-            real_c_socket.connect(self, address)
-
-        def connect_ex(self, address: Any) -> int:
-            check(self, address)
-            result: int = real_c_socket.connect_ex(self, address)
-            return result
+    guarded_socket = _guarded(real_c_socket)
+    _guard[0] = check
 
     socket.socket.connect = connect  # type: ignore[method-assign,assignment]
     socket.socket.connect_ex = connect_ex  # type: ignore[method-assign,assignment]
     socket.getaddrinfo = getaddrinfo
-    _socket.socket = GuardedSocket  # type: ignore[misc]
-    _socket.SocketType = GuardedSocket
+    _socket.socket = guarded_socket  # type: ignore[misc]
+    _socket.SocketType = guarded_socket
 
     disarmed = False
 
@@ -242,6 +265,8 @@ def arm_tripwire(
         if disarmed:
             return
         disarmed = True
+        if _guard[0] is check:
+            _guard[0] = None
         socket.socket.connect = real_connect  # type: ignore[method-assign]
         socket.socket.connect_ex = real_connect_ex  # type: ignore[method-assign]
         socket.getaddrinfo = real_getaddrinfo
