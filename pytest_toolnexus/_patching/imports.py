@@ -137,7 +137,7 @@ def when_imported(name: str, install: Install) -> Callable[[], None]:
         return watch.undo
     with _waiting_lock:
         _waiting.setdefault(name, []).append(watch)
-        if not any(finder is _FINDER for finder in sys.meta_path):
+        if _FINDER not in sys.meta_path:  # found as remove() below finds it
             sys.meta_path.insert(0, _FINDER)
 
     def undo() -> None:

@@ -97,13 +97,37 @@ def read_cassette_bytes(target: Path) -> bytes:
     """The bytes of the regular file at ``target``. Raises :class:`CassetteNotFoundError`
     when nothing is there, and :class:`CassetteFormatError` for a folder or anything else that
     is not a regular file, without reading from it."""
-    with open_cassette_file(target) as handle:
-        return handle.read()
+    # Read from the descriptor: a buffered file object costs more than a small cassette's read.
+    fd, size = _open_regular(target)
+    try:
+        pieces: list[bytes] = []
+        while True:
+            piece = os.read(fd, max(size + 1, _READ_AT_LEAST))  # + 1: see a grown file's end
+            if not piece:
+                return b"".join(pieces)
+            pieces.append(piece)
+            size = 0  # read on in large pieces: the file grew while it was read
+    finally:
+        os.close(fd)
+
+
+_READ_AT_LEAST: Final = 1 << 16
 
 
 def open_cassette_file(target: Path) -> BinaryIO:
     """The regular file at ``target``, open for reading (the caller closes it). Raises as
     :func:`read_cassette_bytes` does, without reading from anything that is not a file."""
+    fd, _ = _open_regular(target)
+    try:
+        return open(fd, "rb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_regular(target: Path) -> tuple[int, int]:
+    """A descriptor open for reading on the regular file at ``target``, and the file's size
+    then (the caller closes it)."""
     try:
         fd = os.open(target, _FLAGS)
     except FileNotFoundError as exc:
@@ -130,12 +154,13 @@ def open_cassette_file(target: Path) -> BinaryIO:
             f"cassette {target} cannot be read: {_reason(exc)}", path=str(target)
         ) from exc
     try:
-        mode = os.fstat(fd).st_mode
+        status = os.fstat(fd)
+        mode = status.st_mode
         if stat.S_ISDIR(mode):
             raise CassetteFormatError(f"cassette path {target} is a directory", path=str(target))
         if not stat.S_ISREG(mode):
             raise _refused(target, mode)
-        return open(fd, "rb", closefd=True)
+        return fd, status.st_size
     except BaseException:
         os.close(fd)
         raise
