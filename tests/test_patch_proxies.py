@@ -105,16 +105,102 @@ def test_other_variables_changing_do_not_make_clients_read_again(readings, monke
         client.close()
 
 
-def test_each_client_gets_a_dict_of_its_own(readings):
+def test_a_proxy_changing_value_or_the_cgi_rule_is_read_again(readings, monkeypatch):
     undo = proxies.remember_env_proxies()
     try:
-        first = httpx._client.get_environment_proxies()
-        first["https://"] = "http://changed.invalid"
-        second = httpx._client.get_environment_proxies()
+        monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+        first = httpx.Client()
+        monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.2:9")  # the same names, a new value
+        second = httpx.Client()
+        monkeypatch.setenv("REQUEST_METHOD", "GET")  # a CGI script: urllib drops HTTP_PROXY
+        third = httpx.Client()
     finally:
         undo()
 
-    assert second == {}
+    assert len(readings) == 3
+    assert proxied(first) == [("http://", b"127.0.0.1")]
+    assert proxied(second) == [("http://", b"127.0.0.2")]
+    assert proxied(third) == []
+    for client in (first, second, third):
+        client.close()
+
+
+def test_each_client_gets_a_dict_of_its_own(readings):
+    undo = proxies.remember_env_proxies()
+    try:
+        answers = []
+        for _ in range(3):  # a reading, then two from the one kept
+            answer = httpx._client.get_environment_proxies()
+            answers.append(dict(answer))
+            answer["https://"] = "http://changed.invalid"
+    finally:
+        undo()
+
+    assert answers == [{}, {}, {}]
+    assert len(readings) == 1
+
+
+def test_a_reading_answers_only_for_the_function_that_made_it(readings, monkeypatch):
+    def fake():
+        return {"https://": "http://fake.invalid:1"}
+
+    real = httpx._client.get_environment_proxies
+    monkeypatch.setattr(httpx._client, "get_environment_proxies", fake)
+    undo = proxies.remember_env_proxies()
+    try:
+        assert httpx._client.get_environment_proxies() == fake()
+    finally:
+        undo()
+    monkeypatch.setattr(httpx._client, "get_environment_proxies", real)
+    undo = proxies.remember_env_proxies()
+    try:
+        answer = httpx._client.get_environment_proxies()
+    finally:
+        undo()
+
+    assert answer == {}  # not the fake's, though the environment is the same
+    assert len(readings) == 1
+
+
+def test_a_reading_taken_while_the_environment_changed_is_not_kept(readings, monkeypatch):
+    real = urllib.request.getproxies
+    changed = []
+
+    def racing():
+        # Another thread sets a proxy just as urllib reads: the reading has it, the key not.
+        if not changed:
+            changed.append(1)
+            monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+        readings.append(1)
+        return real()
+
+    monkeypatch.setattr(httpx._utils, "getproxies", racing)
+    undo = proxies.remember_env_proxies()
+    try:
+        during = httpx._client.get_environment_proxies()
+        monkeypatch.delenv("HTTPS_PROXY")
+        back = httpx._client.get_environment_proxies()
+    finally:
+        undo()
+
+    assert during == {"https://": "http://127.0.0.1:9"}
+    assert back == {}  # read again: the first reading was not kept for the proxy-less key
+    assert len(readings) == 2
+
+
+@pytest.mark.parametrize("platform", ["darwin", "win32"])
+def test_where_urllib_reads_system_settings_nothing_is_kept(readings, monkeypatch, platform):
+    monkeypatch.setattr(proxies.sys, "platform", platform)
+    original = httpx._client.get_environment_proxies
+    undo = proxies.remember_env_proxies()
+    try:
+        assert httpx._client.get_environment_proxies is original
+        for _ in range(2):
+            httpx.Client().close()
+    finally:
+        undo()
+
+    assert len(readings) == 2
 
 
 def test_the_undo_puts_httpx_own_function_back(readings):

@@ -10,29 +10,34 @@ environment holds the same proxy variables with the same values (every name endi
 ``_proxy``, in any case, and ``REQUEST_METHOD``: all that urllib reads), so a test that sets
 ``HTTPS_PROXY`` or ``NO_PROXY`` gets what httpx would have read, and pytest's own
 ``PYTEST_CURRENT_TEST``, set anew for each test, changes nothing. The answer is a new dict each
-time, as httpx's is. Where the environment's own store cannot be read (not CPython), the
-clients read it as before. (Where urllib falls back on the system's proxy settings, on macOS
-and Windows with no proxy variable set, a change to those made while the run goes on is not
-seen: no connection can open in a replay-only test anyway.)
+time, as httpx's is, and a reading is kept only for the function that made it (a function put
+in httpx's place, or a ``getproxies`` patched under it, answers for itself) and only when the
+environment did not change while it was read. Where the environment's own store cannot be read
+(not CPython), and on macOS and Windows, where urllib also reads the system's own proxy
+settings, the clients read them as before.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import sys
 import threading
 from collections.abc import Callable, Hashable
 from types import ModuleType
-from typing import Any
+from typing import Any, Final
 
 from pytest_toolnexus._bridges import compat as _compat
 
 __all__ = ["remember_env_proxies"]
 
+# Where urllib's getproxies falls back on the system's own proxy settings when no variable
+# names a proxy (System Configuration on macOS, the registry on Windows): no reading is kept.
+_SYSTEM_SETTINGS: Final = ("darwin", "win32")
 _lock = threading.Lock()
 # library -> (the environment it was read in, what was read): the last reading only, so a
 # suite that changes its environment test by test keeps one entry per library.
-_last: dict[str, tuple[Hashable, dict[str, str | None]]] = {}
+_last: dict[str, tuple[tuple[object, object], Hashable, dict[str, str | None]]] = {}
 
 
 # The environment's names when last looked at, and the ones among them urllib reads for proxies:
@@ -67,13 +72,19 @@ def _remembering(library: str, original: Callable[[], dict[str, str | None]]) ->
         environment = _environment()
         if environment is None:
             return original()
+        # What answers, as well as what it reads: another function put in its place, or a
+        # getproxies patched in its module, answers for itself.
+        source = (original, getattr(original, "__globals__", {}).get("getproxies"))
         with _lock:
             kept = _last.get(library)
-            if kept is not None and kept[0] == environment:
-                return dict(kept[1])
+            if kept is not None and kept[0] == source and kept[1] == environment:
+                return dict(kept[2])
         read = original()
-        with _lock:
-            _last[library] = (environment, dict(read))
+        # Kept only when the environment did not change while it was read (another thread):
+        # else the reading would stand for an environment it was not read in.
+        if _environment() == environment:
+            with _lock:
+                _last[library] = (source, environment, dict(read))
         return read
 
     get_environment_proxies.__wrapped__ = original  # type: ignore[attr-defined]
@@ -97,6 +108,8 @@ def remember_env_proxies() -> Callable[[], None]:
             module, original = saved.pop()
             module.get_environment_proxies = original  # type: ignore[attr-defined]
 
+    if sys.platform in _SYSTEM_SETTINGS:
+        return undo  # urllib reads the system's settings too, which no key here can follow
     try:
         for lib in _compat.libraries():
             module = _client_module(lib)
