@@ -154,6 +154,7 @@ def _per_test_table(work: Path) -> tuple[Table, dict[str, float]]:
         "mounted": write_project(work / "per-test-mock-mounted", many, "mock-mounted"),
         "toolnexus1": write_project(work / "per-test-toolnexus-1", one, "toolnexus"),
         "mock1": write_project(work / "per-test-mock-1", one, "mock"),
+        "mounted1": write_project(work / "per-test-mock-mounted-1", one, "mock-mounted"),
     }
     expected = {name: 1 if name.endswith("1") else TESTS for name in projects}
     for folder in projects.values():  # warm-up: compiles the test files, fills the disk cache
@@ -177,6 +178,10 @@ def _per_test_table(work: Path) -> tuple[Table, dict[str, float]]:
         * 1e3
     )
     tls = (wall["mounted"] - wall["mock"]) / TESTS * 1e3
+    # The first use split: a test's first real client (httpx imports httpcore for it and builds
+    # its TLS context), which the MockTransport project never builds, and the rest, the plugin's.
+    first_client = (wall["mounted1"] - wall["mock1"]) * 1e3
+    plugin_first = (wall["toolnexus1"] - wall["mounted1"]) * 1e3
 
     def passed(name: str) -> str:
         return "all" if all(o.all_passed(expected[name]) for o in outcomes[name]) else "NOT ALL"
@@ -210,8 +215,8 @@ def _per_test_table(work: Path) -> tuple[Table, dict[str, float]]:
         passed("toolnexus"),
         f"{wall['toolnexus']:.3f}",
         f"{over_mock:.3f} over A",
-        "",
-        "info",
+        f"<= {PER_TEST_GOAL_MS:.0f} ms",
+        verdict(over_mock <= PER_TEST_GOAL_MS and not failed),
     )
     table.add(
         "  1 test: the first use (imports, first clock install)",
@@ -219,6 +224,24 @@ def _per_test_table(work: Path) -> tuple[Table, dict[str, float]]:
         passed("toolnexus1"),
         f"{wall['toolnexus1']:.3f}",
         f"{fixed:.1f} once",
+        "",
+        "info",
+    )
+    table.add(
+        "    of it, the test's first real client: 1-test B - 1-test A",
+        1,
+        passed("mounted1"),
+        f"{wall['mounted1']:.3f}",
+        f"{first_client:.1f} once",
+        "",
+        "info",
+    )
+    table.add(
+        "    of it, the plugin's own: 1-test cassette - 1-test B",
+        "",
+        "",
+        "",
+        f"{plugin_first:.1f} once",
         "",
         "info",
     )
@@ -242,13 +265,25 @@ def _per_test_table(work: Path) -> tuple[Table, dict[str, float]]:
         "process, so the cassette test pays it once, in its first use."
     )
     table.note(
+        f"The first goal is issue 26's, the first use included: over {TESTS} tests, the first "
+        "use alone is more than half of it, and the test's first real client (httpx imports "
+        "httpcore for its transport and builds its TLS context, which a MockTransport test "
+        "never does) is part of that. The second takes the first use out."
+    )
+    table.note(
         f"1-test MockTransport project (A): {wall['mock1']:.3f} s. A cassette test loads a "
         "1-interaction msgpack cassette, installs the virtual clock and the client patches, "
         "matches the request, plays the answer, checks for unused interactions and uninstalls."
     )
     for line in failed[:3]:
         table.note(f"FAILED RUN: {line}")
-    figures = {"per_test_ms": over_mock, "marginal_ms": marginal, "tls_ms": tls}
+    figures = {
+        "per_test_ms": over_mock,
+        "marginal_ms": marginal,
+        "tls_ms": tls,
+        "first_client_ms": first_client,
+        "plugin_first_use_ms": plugin_first,
+    }
     return table, figures
 
 

@@ -25,6 +25,7 @@ from ._plugin.choices import (
     UNUSED_POLICIES,
     VCRPY_RECORD_MODES,
 )
+from ._plugin.rewrite import exempt_from_rewrite
 from ._plugin.shared import (
     CALL_FAILED,
     ENDING,
@@ -208,6 +209,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     register_vcr_marker(config)
     _record_mode_alias(config)
+    exempt_from_rewrite(config)
     config.stash[STATS] = Stats()
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "toolnexus_run_id" in workerinput:
