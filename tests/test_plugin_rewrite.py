@@ -4,7 +4,6 @@ list once pytest is configured, and keeps only ``pytest_toolnexus.conformance``,
 a user reads, on it. Each project runs in a subprocess, so the plugin's modules are imported
 there under that run's own import hook."""
 
-
 from pytest_toolnexus._plugin import rewrite
 from tests.support.plugin_projects import CHAT_CONFTEST
 
