@@ -8,6 +8,7 @@ a cassette (``serve.py``).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -94,17 +95,30 @@ class UnservedTrafficWarning(UserWarning):
 UnservedTrafficWarning.__module__ = "pytest_toolnexus.plugin"
 
 
+_BASE_DIR: Final = pytest.StashKey[Path]()
+_ROOT_PREFIX: Final = pytest.StashKey[str]()
+
+
 def base_dir(config: pytest.Config) -> Path:
     """The cassette folder: ``--cassette-dir``, else the ``cassette_dir`` ini value, under the
-    rootdir when relative."""
-    given = config.getoption("cassette_dir") or config.getini("cassette_dir")
-    path = Path(given)
-    return path if path.is_absolute() else config.rootpath / path
+    rootdir when relative (worked out once per run: neither changes)."""
+    found = config.stash.get(_BASE_DIR, None)
+    if found is None:
+        given = config.getoption("cassette_dir") or config.getini("cassette_dir")
+        path = Path(given)
+        found = config.stash[_BASE_DIR] = path if path.is_absolute() else config.rootpath / path
+    return found
 
 
 def shown(config: pytest.Config, path: Path) -> str:
     """``path`` as reports show it: relative to the rootdir where it lies under it."""
+    prefix = config.stash.get(_ROOT_PREFIX, None)
+    if prefix is None:
+        prefix = config.stash[_ROOT_PREFIX] = os.path.join(str(config.rootpath), "")
+    text = str(path)
+    if text.startswith(prefix) and len(text) > len(prefix):
+        return text[len(prefix) :]  # what relative_to gives, without its parts compared
     try:
         return str(path.relative_to(config.rootpath))
     except ValueError:
-        return str(path)
+        return text
