@@ -26,12 +26,14 @@ import warnings
 import weakref
 from collections.abc import Callable
 from contextlib import ExitStack
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_toolnexus._realtime.hub import Realtime, SessionLike, realtime_of
 from pytest_toolnexus._seam.duplex import DuplexRefused, Handshake
 
 from .imports import when_imported
+
+if TYPE_CHECKING:
+    from pytest_toolnexus._realtime.hub import Realtime, SessionLike
 
 __all__ = ["patch_websockets"]
 
@@ -182,20 +184,29 @@ def _patch_aiohttp(hub: Realtime) -> Undo:
 def patch_websockets(session: SessionLike) -> Undo:
     """Serve the websockets clients through ``session`` until the undo runs; the undo also
     warns of the frames replayed connections left unsent or unread."""
-    hub = realtime_of(session)
+
+    def hub() -> Realtime:
+        # The realtime machinery is imported once a WebSocket library is: a test that uses
+        # none (most) neither imports it nor makes the session's WebSocket side.
+        from pytest_toolnexus._realtime.hub import realtime_of
+
+        return realtime_of(session)
+
     # Each undo runs however an earlier one failed (the stack re-raises once all have run),
     # so no patch stays on for the rest of the process.
     undos = ExitStack()
-    undos.callback(when_imported("websockets.sync.client", lambda: _patch_sync(hub)))
-    undos.callback(when_imported("websockets.asyncio.client", lambda: _patch_async(hub)))
+    undos.callback(when_imported("websockets.sync.client", lambda: _patch_sync(hub())))
+    undos.callback(when_imported("websockets.asyncio.client", lambda: _patch_async(hub())))
     # Watched by its module, not "aiohttp", which the HTTP patch's watch already names.
-    undos.callback(when_imported("aiohttp.client", lambda: _patch_aiohttp(hub)))
+    undos.callback(when_imported("aiohttp.client", lambda: _patch_aiohttp(hub())))
 
     def undo() -> None:
         try:
             undos.close()
         finally:
-            left = hub.leftovers()
+            hubs = sys.modules.get("pytest_toolnexus._realtime.hub")
+            made = None if hubs is None else hubs.made_for(session)
+            left = [] if made is None else made.leftovers()
             if left:
                 from pytest_toolnexus._session.session import UnusedInteractionsWarning
 

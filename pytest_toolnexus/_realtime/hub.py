@@ -57,7 +57,7 @@ from .record import AsyncRecordingConnection, RecordingConnection, Tee
 from .replay import AsyncReplayedConnection, ReplayedConnection
 from .script import Script
 
-__all__ = ["Realtime", "SessionLike", "realtime_of"]
+__all__ = ["Realtime", "SessionLike", "made_for", "realtime_of"]
 
 
 class SessionLike(Protocol):
@@ -331,3 +331,9 @@ def realtime_of(session: SessionLike) -> Realtime:
         if hub is None:
             hub = _hubs[session] = Realtime(session)
         return hub
+
+
+def made_for(session: object) -> Realtime | None:
+    """The WebSocket side of ``session`` if one was made, else None (none is made here)."""
+    with _hubs_lock:
+        return _hubs.get(session)
