@@ -75,10 +75,15 @@ with use_cassette(sys.argv[1], record="all"):
     import websockets.asyncio.client
     import websockets.sync.client
 
-    print(websockets.sync.client.connect.__module__)
+    def sync_opener():
+        # websockets 17.1 and later open every sync connection in reconnect.connect
+        sync = websockets.sync.client
+        return sync.reconnect.connect if hasattr(sync, "reconnect") else sync.connect
+
+    print(sync_opener().__module__)
     print(websockets.asyncio.client.connect.connect.__module__)
     print(aiohttp.ClientSession._ws_connect.__module__)
-print(websockets.sync.client.connect.__module__)
+print(sync_opener().__module__)
 """
 
 

@@ -4,8 +4,11 @@ library's, and aiohttp's ``ClientSession.ws_connect``.
 Three patches, each put on when the library's module is imported (or at once when it is) and
 taken off by the undo:
 
-- the sync client's ``connect`` function, in ``websockets.sync.client`` (the openai SDK
-  imports it from there when it connects, sync);
+- the sync client: from websockets 17.1 on, the one method every sync connection opens in
+  (``reconnect.connect``, which the ``connect`` function, the reconnecting form and the openai
+  SDK's own subclass from 3.63 on all go through), replaced on the class; before 17.1, the
+  ``connect`` function in ``websockets.sync.client`` (the openai SDK imports it from there when
+  it connects, sync);
 - the asyncio client's ``connect`` class, whose one method that opens the connection
   (``connect.connect``, which ``await connect(...)``, ``async with connect(...)`` and
   ``async for`` all go through) is replaced on the class, and whose ``__init__`` is wrapped
@@ -53,6 +56,10 @@ def _patch_sync(hub: Realtime) -> Undo:
     )
 
     module = sys.modules["websockets.sync.client"]
+    opener_class = getattr(module, "reconnect", None)
+    opener = None if opener_class is None else opener_class.__dict__.get("connect")
+    if callable(opener):
+        return _patch_sync_opener(hub, opener_class, opener)
     original = getattr(module, "connect")  # noqa: B009 - a module's name, typed as Any
 
     def connect(uri: str, **kwargs: Any) -> Any:
@@ -82,6 +89,47 @@ def _patch_sync(hub: Realtime) -> Undo:
     def undo() -> None:
         if getattr(module, "connect", None) is connect:
             setattr(module, "connect", original)  # noqa: B010
+
+    return undo
+
+
+def _patch_sync_opener(hub: Realtime, cls: Any, original: Callable[[Any], Any]) -> Undo:
+    """websockets 17.1 and later: every sync connection opens in ``reconnect.connect``, which
+    the ``connect`` function, ``with connect(...)``, the reconnecting iterator and its
+    subclasses (the openai SDK's ``_SyncWebSocketConnect`` from 3.63 on) all go through, so
+    the method is replaced on the class, as the asyncio client's is."""
+    from websockets.exceptions import InvalidStatus
+
+    from pytest_toolnexus._bridges.websockets import (
+        Connection,
+        LiveConnection,
+        headers_of,
+        refused_error,
+        seam_refusal,
+    )
+
+    def open_connection(self: Any) -> Any:
+        offered = (getattr(self, "protocol_kwargs", None) or {}).get("subprotocols")
+        handshake = Handshake(self.uri, headers_of(self.additional_headers), tuple(offered or ()))
+
+        def live(_: Handshake) -> Any:
+            # Entered as the library enters what it opens (no legacy warning); the facade's
+            # close closes it.
+            try:
+                return LiveConnection(original(self).__enter__())
+            except InvalidStatus as exc:  # recorded as the answer it was, then raised alike
+                raise seam_refusal(self.uri, exc) from None
+
+        try:
+            return Connection(hub.connect(handshake, live))
+        except DuplexRefused as refused:
+            raise refused_error(refused) from None
+
+    cls.connect = open_connection
+
+    def undo() -> None:
+        if cls.__dict__.get("connect") is open_connection:
+            cls.connect = original
 
     return undo
 
