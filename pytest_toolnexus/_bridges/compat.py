@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import socket
+from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ __all__ = [
     "libraries",
     "library_of",
     "read_response",
+    "replace_in_libraries",
     "to_library_error",
     "to_seam_error",
 ]
@@ -51,6 +53,38 @@ def library_of(obj: object) -> ModuleType:
     if HTTPX2 is not None and type(obj).__module__.split(".")[0] == "httpx2":
         return HTTPX2
     return httpx
+
+
+def replace_in_libraries(
+    submodule: str, name: str, wrap: Callable[[str, Callable[..., Any]], Callable[..., Any]]
+) -> Callable[[], None]:
+    """Put ``wrap(library name, original)`` in place of the function ``name`` of each library's
+    ``submodule`` (``"_client"`` for ``httpx._client``); returns the undo, which puts every
+    original back. A library laid out otherwise (no such module, or no such function there) is
+    left as it is. If a step fails, what was already replaced is put back before the error
+    goes on."""
+    saved: list[tuple[ModuleType, Callable[..., Any]]] = []
+
+    def undo() -> None:
+        while saved:
+            module, original = saved.pop()
+            setattr(module, name, original)
+
+    try:
+        for lib in libraries():
+            try:
+                module = importlib.import_module(f"{lib.__name__}.{submodule}")
+            except ImportError:
+                continue
+            original = module.__dict__.get(name)
+            if not callable(original):
+                continue
+            setattr(module, name, wrap(lib.__name__, original))
+            saved.append((module, original))
+    except BaseException:
+        undo()
+        raise
+    return undo
 
 
 def _combined(name: str) -> type:

@@ -19,12 +19,10 @@ settings, the clients read them as before.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import threading
 from collections.abc import Callable, Hashable
-from types import ModuleType
 from typing import Any, Final
 
 from pytest_toolnexus._bridges import compat as _compat
@@ -91,34 +89,10 @@ def _remembering(library: str, original: Callable[[], dict[str, str | None]]) ->
     return get_environment_proxies
 
 
-def _client_module(lib: ModuleType) -> ModuleType | None:
-    try:
-        return importlib.import_module(f"{lib.__name__}._client")
-    except ImportError:
-        return None
-
-
 def remember_env_proxies() -> Callable[[], None]:
     """Have new httpx and httpx2 clients read the proxy settings once per environment; returns
-    the undo."""
-    saved: list[tuple[ModuleType, Any]] = []
-
-    def undo() -> None:
-        while saved:
-            module, original = saved.pop()
-            module.get_environment_proxies = original  # type: ignore[attr-defined]
-
+    the undo. A library laid out otherwise is left alone: its clients read the environment, as
+    before."""
     if sys.platform in _SYSTEM_SETTINGS:
-        return undo  # urllib reads the system's settings too, which no key here can follow
-    try:
-        for lib in _compat.libraries():
-            module = _client_module(lib)
-            original = None if module is None else module.__dict__.get("get_environment_proxies")
-            if module is None or not callable(original):
-                continue  # a layout this does not know: clients read the environment, as before
-            module.get_environment_proxies = _remembering(lib.__name__, original)  # type: ignore[attr-defined]
-            saved.append((module, original))
-    except BaseException:
-        undo()
-        raise
-    return undo
+        return lambda: None  # urllib reads the system's settings too, which no key can follow
+    return _compat.replace_in_libraries("_client", "get_environment_proxies", _remembering)

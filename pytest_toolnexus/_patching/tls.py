@@ -16,12 +16,10 @@ context, a path, ``False``) or a ``cert=`` goes to httpx's own function untouche
 
 from __future__ import annotations
 
-import importlib
 import os
 import ssl
 import threading
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 from pytest_toolnexus._bridges import compat as _compat
@@ -54,31 +52,7 @@ def _sharing(library: str, original: Callable[..., ssl.SSLContext]) -> Callable[
     return create_ssl_context
 
 
-def _transport_module(lib: ModuleType) -> ModuleType | None:
-    try:
-        return importlib.import_module(f"{lib.__name__}._transports.default")
-    except ImportError:
-        return None
-
-
 def share_default_tls() -> Callable[[], None]:
-    """Share the default TLS context among new httpx and httpx2 transports; returns the undo."""
-    saved: list[tuple[ModuleType, Any]] = []
-
-    def undo() -> None:
-        while saved:
-            module, original = saved.pop()
-            module.create_ssl_context = original  # type: ignore[attr-defined]
-
-    try:
-        for lib in _compat.libraries():
-            module = _transport_module(lib)
-            original = None if module is None else module.__dict__.get("create_ssl_context")
-            if module is None or not callable(original):
-                continue  # a layout this does not know: clients make their own, as before
-            module.create_ssl_context = _sharing(lib.__name__, original)  # type: ignore[attr-defined]
-            saved.append((module, original))
-    except BaseException:
-        undo()
-        raise
-    return undo
+    """Share the default TLS context among new httpx and httpx2 transports; returns the undo.
+    A library laid out otherwise is left alone: its clients make their own, as before."""
+    return _compat.replace_in_libraries("_transports.default", "create_ssl_context", _sharing)
