@@ -323,6 +323,7 @@ def write_project(
     plugin: str,
     per_file: int = 100,
     shared_client: bool = False,
+    conftest: str | None = None,
 ) -> Path:
     """A pytest project in ``folder`` whose tests replay ``cases`` through ``plugin``:
     ``toolnexus`` (``@pytest.mark.cassette``, msgpack cassettes), ``recording``
@@ -330,11 +331,13 @@ def write_project(
     client per test, no cassette) or ``mock-mounted`` (the same transport mounted on a
     default ``httpx.Client()``). Each test makes its own ``httpx.Client()``, or with
     ``shared_client`` the tests of a module share one (a module-scoped fixture; cassette
-    plugins only). Returns ``folder``."""
+    plugins only). ``conftest`` is written as the project's conftest.py. Returns ``folder``."""
     assert plugin in PLUGINS, plugin
     assert not (shared_client and plugin in _MOCK_CLIENTS), "a baseline test makes its client"
     folder.mkdir(parents=True)
     (folder / "pytest.ini").write_text(_INI)
+    if conftest is not None:
+        (folder / "conftest.py").write_text(conftest)
     with httpx.Client() as client:
         for start in range(0, len(cases), per_file):
             module = f"test_suite_{start // per_file:02d}"
