@@ -43,7 +43,7 @@ __all__ = ["patch_websockets"]
 Undo = Callable[[], None]
 
 
-def _patch_sync(hub: Realtime) -> Undo:
+def _patch_sync(hub: Callable[[], Realtime]) -> Undo:
     # The bridge imports the library: only once the code under test has imported it.
     from websockets.exceptions import InvalidStatus
 
@@ -80,7 +80,7 @@ def _patch_sync(hub: Realtime) -> Undo:
                 raise seam_refusal(uri, exc) from None
 
         try:
-            return Connection(hub.connect(handshake, live))
+            return Connection(hub().connect(handshake, live))
         except DuplexRefused as refused:
             raise refused_error(refused) from None
 
@@ -93,7 +93,9 @@ def _patch_sync(hub: Realtime) -> Undo:
     return undo
 
 
-def _patch_sync_opener(hub: Realtime, cls: Any, original: Callable[[Any], Any]) -> Undo:
+def _patch_sync_opener(
+    hub: Callable[[], Realtime], cls: Any, original: Callable[[Any], Any]
+) -> Undo:
     """websockets 17.1 and later: every sync connection opens in ``reconnect.connect``, which
     the ``connect`` function, ``with connect(...)``, the reconnecting iterator and its
     subclasses (the openai SDK's ``_SyncWebSocketConnect`` from 3.63 on) all go through, so
@@ -121,7 +123,7 @@ def _patch_sync_opener(hub: Realtime, cls: Any, original: Callable[[Any], Any]) 
                 raise seam_refusal(self.uri, exc) from None
 
         try:
-            return Connection(hub.connect(handshake, live))
+            return Connection(hub().connect(handshake, live))
         except DuplexRefused as refused:
             raise refused_error(refused) from None
 
@@ -134,7 +136,7 @@ def _patch_sync_opener(hub: Realtime, cls: Any, original: Callable[[Any], Any]) 
     return undo
 
 
-def _patch_async(hub: Realtime) -> Undo:
+def _patch_async(hub: Callable[[], Realtime]) -> Undo:
     from websockets.exceptions import InvalidStatus
 
     from pytest_toolnexus._bridges.websockets import (
@@ -169,7 +171,7 @@ def _patch_async(hub: Realtime) -> Undo:
                 raise seam_refusal(self.uri, exc) from None
 
         try:
-            return AsyncConnection(await hub.aconnect(handshake, live))
+            return AsyncConnection(await hub().aconnect(handshake, live))
         except DuplexRefused as refused:
             raise refused_error(refused) from None
 
@@ -185,7 +187,7 @@ def _patch_async(hub: Realtime) -> Undo:
     return undo
 
 
-def _patch_aiohttp(hub: Realtime) -> Undo:
+def _patch_aiohttp(hub: Callable[[], Realtime]) -> Undo:
     from aiohttp.client_exceptions import WSServerHandshakeError
     from yarl import URL
 
@@ -216,7 +218,7 @@ def _patch_aiohttp(hub: Realtime) -> Undo:
                 raise seam_refusal(str(target), exc) from None  # recorded as the answer it was
 
         try:
-            return AioConnection(await hub.aconnect(handshake, live))
+            return AioConnection(await hub().aconnect(handshake, live))
         except DuplexRefused as refused:
             raise refused_error(refused) from None
 
@@ -243,10 +245,10 @@ def patch_websockets(session: SessionLike) -> Undo:
     # Each undo runs however an earlier one failed (the stack re-raises once all have run),
     # so no patch stays on for the rest of the process.
     undos = ExitStack()
-    undos.callback(when_imported("websockets.sync.client", lambda: _patch_sync(hub())))
-    undos.callback(when_imported("websockets.asyncio.client", lambda: _patch_async(hub())))
+    undos.callback(when_imported("websockets.sync.client", lambda: _patch_sync(hub)))
+    undos.callback(when_imported("websockets.asyncio.client", lambda: _patch_async(hub)))
     # Watched by its module, not "aiohttp", which the HTTP patch's watch already names.
-    undos.callback(when_imported("aiohttp.client", lambda: _patch_aiohttp(hub())))
+    undos.callback(when_imported("aiohttp.client", lambda: _patch_aiohttp(hub)))
 
     def undo() -> None:
         try:
