@@ -5,30 +5,32 @@ scan would refuse."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Final, TypeVar
 
-from .rules import RULES
-
 __all__ = [
     "CREDENTIAL_HEADERS",
     "CREDENTIAL_QUERY_PARAMS",
     "HEADER_TOKEN",
-    "PATTERNS",
     "credential_environment",
     "is_credential_name",
     "mask_text",
     "masked_repr",
 ]
 
-PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
-    (kind, pattern) for kind, _, _, pattern in RULES
-)
-"""What a secret looks like: a description, and the pattern (:data:`.rules.RULES`, whose
-provenance each rule records)."""
+
+@functools.cache
+def _patterns() -> tuple[re.Pattern[str], ...]:
+    """What a secret looks like (:data:`.rules.RULES`), compiled when text is first masked: a
+    replayed test that masks nothing never compiles the rules."""
+    from .rules import RULES
+
+    return tuple(pattern for _, _, _, pattern in RULES)
+
 
 _ENV_NAME: Final = re.compile(
     r"(?:^|_)(?:API_?KEY|KEY|SECRET|TOKEN|PASSWORD|PASSWD|PASS|PWD|CREDENTIALS?)(?:_|$)",
@@ -135,7 +137,7 @@ def mask_text(text: str) -> str:
     for value in sorted(credential_environment().values(), key=len, reverse=True):
         if value in text:
             text = text.replace(value, "[secret]")
-    for _, pattern in PATTERNS:
+    for pattern in _patterns():
         text = pattern.sub("[secret]", text)
     text = _USERINFO.sub(r"\1:[secret]@", text)
     return _QUERY.sub(r"\1[secret]", text)

@@ -25,18 +25,20 @@ from pytest_toolnexus._store.records import Interaction
 
 from .joined import threads
 from .leaves import Batch, batches, json_leaves, leaves
-from .mask import (
-    PATTERNS,
-    credential_environment,
-    is_credential_name,
-)
+from .mask import credential_environment, is_credential_name
 from .probes import SEPARATOR, touched
 from .rules import FIELD_KIND, KEYWORD_VALUE, RULES, is_credential_field, is_opaque
 
 __all__ = ["PATTERNS", "SecretHit", "SecretScanner", "credential_environment", "is_credential_name"]
 
-# The patterns and the credential-name rule live in a leaf module, so that the reprs of the
-# cassette and seam types can mask with them too.
+PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
+    (kind, pattern) for kind, _, _, pattern in RULES
+)
+"""What a secret looks like: a description, and the pattern (:data:`.rules.RULES`, whose
+provenance each rule records)."""
+
+# The rules live in a leaf module (.rules), which the masking of the cassette and seam types'
+# reprs (.mask) imports only when it first masks: a replay that writes nothing compiles none.
 
 _HIDDEN: Final = "<secret>"
 _NAME_LIMIT: Final = 64

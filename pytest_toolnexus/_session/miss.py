@@ -13,16 +13,18 @@ import os
 from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from pytest_toolnexus._safety.redact import redact_url
-from pytest_toolnexus._safety.secrets import SecretScanner
 from pytest_toolnexus._seam.errors import CassetteMissError
 from pytest_toolnexus._seam.transport import TransportRequest
 from pytest_toolnexus._store.cassette import RecordedRequest
 
 from .body_part import live_body
 from .match import Index, MatchRules
+
+if TYPE_CHECKING:
+    from pytest_toolnexus._safety.secrets import SecretScanner
 
 __all__ = ["body_closeness", "body_summary", "miss_error", "missing_error", "missing_message"]
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_toolnexus._patching.install import SessionClosedError
+from pytest_toolnexus._safety.mask import credential_environment
 from pytest_toolnexus._safety.redact import redact_url
 from pytest_toolnexus._safety.redact_interaction import redacted
-from pytest_toolnexus._safety.secrets import SecretScanner, credential_environment
 from pytest_toolnexus._seam.bodies import wire_problem, wire_suspect
 from pytest_toolnexus._seam.errors import (
     CassetteFormatError,
@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from pytest_toolnexus._answers.views import ProviderView
     from pytest_toolnexus._bridges.httpx import HTTPBridge
     from pytest_toolnexus._bridges.live import LiveTransport
+    from pytest_toolnexus._safety.secrets import SecretScanner
 
     from .record import RecordingTransport
 
@@ -345,6 +346,9 @@ class RequestPath:
     def scanner(self) -> SecretScanner:
         """The secret scan for this cassette's write: the allowed values, and the credentials
         the environment held while requests were sent."""
+        # Imported here: the scan's rules are compiled only by a session that needs them.
+        from pytest_toolnexus._safety.secrets import SecretScanner
+
         return SecretScanner(allow=self._allow_secrets, seen=self._seen_env)
 
     def _begin(
