@@ -1,13 +1,18 @@
 """What a replayed test never uses is not imported with the cassette machinery: the secret
 scan's rules (compiled regular expressions, about 3 ms) and the scan itself load when a
-recording is written or a text is first masked. Each check runs in a fresh interpreter, so
-that nothing else of the test run imported them first."""
+recording is written or a text is first masked, and the translation of vcrpy's options when a
+cassette_config holds any. Each check runs in a fresh interpreter, so that nothing else of the
+test run imported them first."""
 
 import subprocess
 import sys
 import textwrap
 
-SCAN = ("rules", "secrets", "probes", "leaves", "joined")
+LEFT_OUT = (
+    *(f"_safety.{name}" for name in ("rules", "secrets", "probes", "leaves", "joined")),
+    "_plugin.vcr_keys",
+    "_plugin.vcr_redact",
+)
 
 
 def run(code):
@@ -18,16 +23,16 @@ def run(code):
     return done.stdout.split()
 
 
-def test_the_machinery_imports_no_secret_scan():
+def test_the_machinery_imports_neither_the_secret_scan_nor_vcrpy_options():
     loaded = run(
         f"""
         import sys
         import pytest_toolnexus._plugin.serve
-        for name in {SCAN!r}:
-            print(name, f"pytest_toolnexus._safety.{{name}}" in sys.modules)
+        for name in {LEFT_OUT!r}:
+            print(name, f"pytest_toolnexus.{{name}}" in sys.modules)
         """
     )
-    assert loaded == [word for name in SCAN for word in (name, "False")]
+    assert loaded == [word for name in LEFT_OUT for word in (name, "False")]
 
 
 def test_masking_a_text_loads_the_rules_it_needs():

@@ -12,7 +12,6 @@ import pytest
 from pytest_toolnexus._store.cassette import Interaction
 
 from .settings import OPTION_NAMES, CassetteOptions, layer
-from .vcr_keys import translate
 
 __all__ = ["options_of"]
 
@@ -62,10 +61,16 @@ def options_of(
         if options is None:
             options = layer(CassetteOptions(), _ini_options(config), "the ini file")
             config.stash[_INI_LAYER] = options
-        where = "the cassette_config fixture"
-        vcr = translate(config_fixture, OPTION_NAMES, where)
-        vcr.warn(where, config.stash.setdefault(_VCR_WARNED, set()))
-        options = layer(options, vcr.values, where)
+        redact = None
+        if config_fixture:  # the fixture's default is empty: nothing to translate or layer
+            # vcrpy's keys are read by their own module, imported for a config that has keys.
+            from .vcr_keys import translate
+
+            where = "the cassette_config fixture"
+            vcr = translate(config_fixture, OPTION_NAMES, where)
+            vcr.warn(where, config.stash.setdefault(_VCR_WARNED, set()))
+            options = layer(options, vcr.values, where)
+            redact = vcr.redact
         for marker in reversed(list(item.iter_markers("cassette"))):
             values = dict(marker.kwargs)
             if marker.args:
@@ -78,6 +83,6 @@ def options_of(
         cli = config.stash.get(_CLI_VALUES, None)
         if cli is None:
             cli = config.stash[_CLI_VALUES] = _cli_options(config)
-        return layer(options, cli, "the command line"), vcr.redact
+        return layer(options, cli, "the command line"), redact
     except TypeError as exc:
         raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
