@@ -185,6 +185,22 @@ def test_every_key_without_a_mapping_is_listed_in_one_error(pytester):
     )
 
 
+@pytest.mark.parametrize("returned", ["None", "[]", "[('record', 'none')]"])
+def test_a_cassette_config_that_is_not_a_mapping_is_a_usage_error(pytester, returned):
+    # A fixture that forgets its return (None), or returns pairs: refused with what it gave,
+    # not taken as no options (an empty dict is the way to give none).
+    pytester.makeconftest(
+        f"import pytest\n\n@pytest.fixture\ndef cassette_config():\n    return {returned}\n"
+    )
+    pytester.makepyfile("import pytest\n\n@pytest.mark.cassette\ndef test_x():\n    pass\n")
+    result = pytester.runpytest_subprocess()
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(
+        ["*test_x*the cassette_config fixture must return a dict of cassette options*"]
+    )
+    result.stdout.no_fnmatch_line("*AttributeError*")
+
+
 VCRPY_DEFAULT = ["method", "scheme", "host", "port", "path", "query"]
 
 

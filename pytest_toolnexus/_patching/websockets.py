@@ -236,8 +236,9 @@ def patch_websockets(session: SessionLike) -> Undo:
     warns of the frames replayed connections left unsent or unread."""
 
     def hub() -> Realtime:
-        # The realtime machinery is imported once a WebSocket library is: a test that uses
-        # none (most) neither imports it nor makes the session's WebSocket side.
+        # The realtime machinery is imported, and the session's WebSocket side made, at the
+        # first connection: a test that opens none (most, even with aiohttp or websockets
+        # imported, as the openai SDK imports aiohttp) does neither.
         from pytest_toolnexus._realtime.hub import realtime_of
 
         return realtime_of(session)

@@ -61,6 +61,11 @@ def options_of(
         if options is None:
             options = layer(CassetteOptions(), _ini_options(config), "the ini file")
             config.stash[_INI_LAYER] = options
+        if not isinstance(config_fixture, Mapping):
+            raise TypeError(
+                "the cassette_config fixture must return a dict of cassette options (an "
+                f"empty one for none), and it returned {type(config_fixture).__name__}"
+            )
         redact = None
         if config_fixture:  # the fixture's default is empty: nothing to translate or layer
             # vcrpy's keys are read by their own module, imported for a config that has keys.
