@@ -43,6 +43,19 @@ __all__ = ["patch_websockets"]
 Undo = Callable[[], None]
 
 
+def _replace_method(cls: Any, name: str, replacement: Callable[..., Any]) -> Undo:
+    """Put ``replacement`` as ``cls``'s own ``name``; returns the undo, which puts the class's
+    own original back only while the replacement is still there (one put on later stays)."""
+    original = cls.__dict__[name]
+    setattr(cls, name, replacement)
+
+    def undo() -> None:
+        if cls.__dict__.get(name) is replacement:
+            setattr(cls, name, original)
+
+    return undo
+
+
 def _patch_sync(hub: Callable[[], Realtime]) -> Undo:
     # The bridge imports the library: only once the code under test has imported it.
     from websockets.exceptions import InvalidStatus
@@ -127,13 +140,7 @@ def _patch_sync_opener(
         except DuplexRefused as refused:
             raise refused_error(refused) from None
 
-    cls.connect = open_connection
-
-    def undo() -> None:
-        if cls.__dict__.get("connect") is open_connection:
-            cls.connect = original
-
-    return undo
+    return _replace_method(cls, "connect", open_connection)
 
 
 def _patch_async(hub: Callable[[], Realtime]) -> Undo:
@@ -222,13 +229,7 @@ def _patch_aiohttp(hub: Callable[[], Realtime]) -> Undo:
         except DuplexRefused as refused:
             raise refused_error(refused) from None
 
-    cls._ws_connect = ws_connect
-
-    def undo() -> None:
-        if cls.__dict__.get("_ws_connect") is ws_connect:
-            cls._ws_connect = original
-
-    return undo
+    return _replace_method(cls, "_ws_connect", ws_connect)
 
 
 def patch_websockets(session: SessionLike) -> Undo:
